@@ -1,0 +1,182 @@
+"""Compose the Hydra config (conf/) from command-line overrides, and split out the swept axes.
+
+Overrides use the standard Hydra grammar. Comma lists are sweeps, but they expand *in our code* into the variants of
+one sweep (not into Hydra multirun processes):
+
+- ``dispatcher=``, ``overlap=``, ``delay_wgrad=`` restrict the three knob axes of the preset's stages;
+- any other swept key (``model.expert_model_parallel_size=8,16``) becomes an *extra axis* that defines groups.
+
+Hydra's compose API is used for composition (struct mode: an unknown key fails); our own checks run first so that
+errors name the bad key or option, list the valid ones and suggest the closest spelling (CASES C12).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.config import ConfigError, suggest
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+KNOB_GROUPS = ("dispatcher", "overlap", "delay_wgrad")
+GROUPS = ("model", "cluster", "container", "sweep") + KNOB_GROUPS
+_BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, True: True, False: False}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """An extra swept axis: a dotted config key (or a config group name) and its values, in command-line order."""
+
+    key: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Composed:
+    """The composed config for each combination of swept config-group choices, plus the axes.
+
+    ``configs`` maps a tuple of ``(group, option)`` pairs for swept groups (empty when none) to a plain dict.
+    ``knobs`` holds the command-line restriction of each knob axis (``None`` when not given).
+    """
+
+    configs: dict[tuple[tuple[str, str], ...], dict[str, Any]]
+    knobs: dict[str, tuple[Any, ...] | None]
+    extra_axes: tuple[Axis, ...]
+    overrides: tuple[str, ...]
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """The config of the first group combination (what top-level keys are read from)."""
+        return next(iter(self.configs.values()))
+
+
+def group_options(group: str) -> list[str]:
+    """The selectable options of a config group: its YAML files, without the private ``_*.yaml`` ones."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def _check_option(group: str, option: Any) -> str:
+    opts = group_options(group)
+    if group in ("overlap", "delay_wgrad"):
+        key = option.lower() if isinstance(option, str) else option
+        if key not in _BOOL_WORDS:
+            raise ConfigError(f"{group}={option!r} is not a valid option.{suggest(str(option), opts)} "
+                              f"Valid options: {', '.join(opts)}")
+        return "on" if _BOOL_WORDS[key] else "off"
+    if str(option) not in opts:
+        raise ConfigError(f"{group}={option!r} is not a valid option.{suggest(str(option), opts)} "
+                          f"Valid options: {', '.join(opts)}")
+    return str(option)
+
+
+def _parse(overrides: list[str]):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except Exception as e:  # hydra.errors.OverrideParseException
+        raise ConfigError(f"cannot parse the command line: {e}. Quote a value that contains a comma, "
+                          "e.g. 'model.tag=\"a,b\"'") from None
+
+
+def _compose(group_choices: dict[str, str], value_overrides: list[str]) -> dict[str, Any]:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    ov = [f"{g}={o}" for g, o in group_choices.items()] + value_overrides
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        try:
+            cfg = compose(config_name="config", overrides=ov)
+        except Exception as e:
+            raise ConfigError(_explain_compose_error(e)) from None
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except Exception as e:
+        raise ConfigError(f"cannot resolve the config: {e}") from None
+
+
+def _explain_compose_error(e: Exception) -> str:
+    text = str(e)
+    cause = e.__cause__ or e.__context__
+    if cause is not None and "not in struct" in str(cause):
+        text = f"{text} ({str(cause).splitlines()[0]})"
+    return text.replace("\n", " ")
+
+
+def _check_key(cfg: dict[str, Any], key: str, adding: bool) -> None:
+    """Raise ConfigError unless dotted ``key`` exists in ``cfg`` (or its parent does, when ``adding``)."""
+    node: Any = cfg
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+            continue
+        if last and adding and isinstance(node, dict):
+            return
+        where = ".".join(parts[:i]) or "the top level"
+        valid = sorted(node) if isinstance(node, dict) else []
+        raise ConfigError(f"unknown key {key!r}: {part!r} is not a key of {where}.{suggest(part, valid)} "
+                          f"Valid keys: {', '.join(valid)}. To add a new key use '+{key}=...'")
+
+
+def compose_overrides(overrides: list[str]) -> Composed:
+    """Parse ``overrides`` and compose the config once per combination of swept group choices.
+
+    Raises:
+        ConfigError: an unparsable override, an unknown group option, an unknown key, or a sweep over ``sweep=``.
+    """
+    parsed = _parse(overrides)
+    group_fixed: dict[str, str] = {}
+    group_swept: dict[str, tuple[str, ...]] = {}
+    knobs: dict[str, tuple[Any, ...] | None] = dict.fromkeys(KNOB_GROUPS)
+    value_overrides: list[tuple[str, Any, str, bool]] = []  # key, parsed, text, adding
+    for o, text in zip(parsed, overrides, strict=True):
+        key = o.key_or_group
+        sweep = o.is_sweep_override()
+        values = tuple(o.sweep_string_iterator()) if sweep else None
+        if key in GROUPS and o.package is None and "." not in key:
+            vals = values if sweep else (o.get_value_element_as_str(),)
+            if key in KNOB_GROUPS:
+                raw = tuple(o.sweep_iterator()) if sweep else (o.value(),)
+                knobs[key] = tuple(dict.fromkeys(_check_option(key, v) for v in raw))
+                continue
+            if sweep and key == "sweep":
+                raise ConfigError("sweep= takes one preset, not a list. Valid presets: "
+                                  + ", ".join(group_options("sweep")))
+            checked = tuple(_check_option(key, v) for v in vals)
+            if sweep:
+                group_swept[key] = checked
+            else:
+                group_fixed[key] = checked[0]
+            continue
+        adding = text.lstrip().startswith("+")
+        value_overrides.append((key, o, text, adding))
+
+    combos = [dict(zip(group_swept, c, strict=True)) for c in itertools.product(*group_swept.values())] or [{}]
+    configs: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    extra: dict[str, tuple[Any, ...]] = {k: v for k, v in group_swept.items()}
+    for combo in combos:
+        choices = {**group_fixed, **combo}
+        probe = _compose(choices, [])
+        fixed_ov: list[str] = []
+        for key, o, text, adding in value_overrides:
+            _check_key(probe, key, adding)
+            if o.is_sweep_override():
+                from hydra.core.override_parser.types import Transformer
+
+                vals = tuple(o.sweep_iterator(transformer=Transformer.identity))
+                extra[key] = tuple(dict.fromkeys(_hashable(v) for v in vals))
+                first = list(o.sweep_string_iterator())[0]
+                fixed_ov.append(f"{'+' if adding else ''}{key}={first}")
+            else:
+                fixed_ov.append(text)
+        configs[tuple(sorted(combo.items()))] = _compose(choices, fixed_ov)
+    axes = tuple(Axis(k, v) for k, v in extra.items())
+    return Composed(configs=configs, knobs=knobs, extra_axes=axes, overrides=tuple(overrides))
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v

@@ -1,0 +1,242 @@
+"""Expand a composed config into the variants of one sweep and run the static preflight on each.
+
+dispatcher x overlap x delay_wgrad (filtered by the preset's stages and the command line) x extra axes.
+Duplicates collapse; every group gets its baseline (alltoall, overlap off, delay_wgrad off), added with
+``role: baseline`` when the sweep lacks it (CONTRACTS §2).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from experiments.compose import Composed
+from experiments.config import (
+    ClusterConfig,
+    ConfigError,
+    ContainerProfile,
+    ModelConfig,
+    Stage,
+    SweepPreset,
+    TunnelConfig,
+    build,
+)
+from experiments.records import DEFAULT_ALLOW_ADJUST, Variant, variant_name
+from experiments.rules import RuleContext, evaluate, min_world_size, parse_version
+
+# nvidia-smi name fragment -> cluster.gpu_type (FACTS §1 GPU generations)
+_GPU_NAMES = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H200", "h200"),
+              ("H100", "h100"), ("A100", "a100"))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What one variant's job needs besides the variant itself: resolved model, cluster, world size, env."""
+
+    model: ModelConfig
+    cluster: ClusterConfig
+    world_size: int
+    gpus_per_node: int
+    gpu_type: str | None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """The variants of the sweep (in plan order), their job specs, and sweep-level warnings."""
+
+    preset: SweepPreset
+    container: ContainerProfile
+    variants: tuple[Variant, ...]
+    jobs: dict[str, JobSpec]
+    warnings: tuple[str, ...]
+    local_gpus: int
+
+
+def detect_local_gpus() -> tuple[int, str | None]:
+    """Count local GPUs and map the first one's name to a ``gpu_type`` via ``nvidia-smi`` (0, None without)."""
+    if not shutil.which("nvidia-smi"):
+        return 0, None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0, None
+    names = [n.strip() for n in out.splitlines() if n.strip()]
+    gpu_type = next((t for frag, t in _GPU_NAMES if names and frag in names[0].upper()), None)
+    return len(names), gpu_type
+
+
+def load_preset(cfg: dict[str, Any]) -> SweepPreset:
+    """Build the typed sweep preset from ``cfg['sweep']``."""
+    raw = copy.deepcopy(cfg["sweep"])
+    stages = []
+    for s in raw.pop("stages"):
+        s = dict(s)
+        for k in ("overlap", "delay_wgrad"):
+            s[k] = [v if isinstance(v, bool) else {"on": True, "off": False}[str(v)] for v in s[k]]
+        stages.append(build(Stage, s, f"sweep.stages[{s.get('name')}]"))
+    raw["stages"] = stages
+    return build(SweepPreset, raw, "sweep")
+
+
+def load_container(cfg: dict[str, Any], cluster: ClusterConfig) -> tuple[ContainerProfile, list[str]]:
+    """The container profile: ``container=`` if given, else the one the cluster profile names (CONTRACTS §8)."""
+    from omegaconf import OmegaConf
+
+    from experiments.compose import CONF_DIR, group_options
+
+    warnings = []
+    if cfg.get("container"):
+        prof = build(ContainerProfile, dict(cfg["container"]), "container")
+        if prof.name != cluster.container:
+            warnings.append(f"container profile {prof.name} differs from cluster {cluster.name}'s profile "
+                            f"{cluster.container}; using {prof.name} as given on the command line")
+        return prof, warnings
+    if cluster.container not in group_options("container"):
+        raise ConfigError(f"cluster.container={cluster.container!r} names no container profile. "
+                          f"Valid: {', '.join(group_options('container'))}")
+    data = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "container" / f"{cluster.container}.yaml"))
+    prof = build(ContainerProfile, data, "container")
+    if cluster.container_image and prof.image and cluster.container_image != prof.image:
+        warnings.append(f"cluster.container_image {cluster.container_image} differs from container profile "
+                        f"{prof.name}'s image {prof.image}; versions are taken from the profile")
+    return prof, warnings
+
+
+def _set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
+    node = cfg
+    parts = key.split(".")
+    for p in parts[:-1]:
+        node = node[p]
+    node[parts[-1]] = list(value) if isinstance(value, tuple) else value
+
+
+def _cluster(cfg: dict[str, Any]) -> ClusterConfig:
+    raw = dict(cfg["cluster"])
+    raw["tunnel"] = build(TunnelConfig, dict(raw.get("tunnel") or {}), "cluster.tunnel")
+    raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
+    return build(ClusterConfig, raw, "cluster")
+
+
+def _knob_values(preset: SweepPreset, knobs: dict[str, tuple[Any, ...] | None]) -> dict[str, tuple]:
+    """Validate the command-line knob restrictions against the preset's stages."""
+    sel: dict[str, tuple] = {}
+    for key in ("dispatcher", "overlap", "delay_wgrad"):
+        given = knobs.get(key)
+        if given is None:
+            continue
+        values = tuple(v if key == "dispatcher" else v == "on" for v in given)
+        offered = {v for s in preset.stages for v in getattr(s, key)}
+        missing = [v for v in values if v not in offered]
+        if missing:
+            shown = sorted(str(v if key == "dispatcher" else ("on" if v else "off")) for v in offered)
+            raise ConfigError(f"{key}={missing[0] if key == 'dispatcher' else ('on' if missing[0] else 'off')} "
+                              f"is not part of sweep={preset.name} (its {key} values: {', '.join(shown)}). "
+                              "Use sweep=full for the whole product")
+        sel[key] = values
+    return sel
+
+
+def expand(composed: Composed, preflight: str = "static") -> Expansion:
+    """Expand ``composed`` into variants with statuses ``planned``/``gated``/``pruned`` and their job specs.
+
+    Raises:
+        ConfigError: a field of the wrong type, a knob value outside the preset, or an empty sweep.
+    """
+    base = composed.base
+    preset = load_preset(base)
+    sel = _knob_values(preset, composed.knobs)
+    local_gpus, local_type = detect_local_gpus()
+    group_axes = [a for a in composed.extra_axes if "." not in a.key]
+    value_axes = [a for a in composed.extra_axes if "." in a.key]
+    warnings: list[str] = []
+    variants: dict[str, Variant] = {}
+    jobs: dict[str, JobSpec] = {}
+    container: ContainerProfile | None = None
+
+    combos = list(itertools.product(*(a.values for a in composed.extra_axes))) or [()]
+    for combo in combos:
+        axes = {a.key: v for a, v in zip(composed.extra_axes, combo, strict=True)}
+        gkey = tuple(sorted((a.key, axes[a.key]) for a in group_axes))
+        cfg = copy.deepcopy(composed.configs[gkey])
+        for a in value_axes:
+            _set_dotted(cfg, a.key, axes[a.key])
+        model = build(ModelConfig, dict(cfg["model"]), "model")
+        cluster = _cluster(cfg)
+        prof, cw = load_container(cfg, cluster)
+        container = container or prof
+        warnings.extend(w for w in cw if w not in warnings)
+        job = _job_spec(model, cluster, local_gpus, local_type)
+        if cluster.gpu_type == "auto" and job.gpu_type is None:
+            w = "no local GPU found: the flex-backend GPU rules were not applied (set cluster.gpu_type=...)"
+            if w not in warnings:
+                warnings.append(w)
+        arms = []
+        for idx, stage in enumerate(preset.stages, start=1):
+            for d, o, w in itertools.product(stage.dispatcher, stage.overlap, stage.delay_wgrad):
+                if all(v in sel.get(k, (v,)) for k, v in (("dispatcher", d), ("overlap", o), ("delay_wgrad", w))):
+                    arms.append((idx, stage, d, o, w, "variant"))
+        if not any(d == "alltoall" and not o and not w for _, _, d, o, w, _ in arms):
+            arms.insert(0, (1, preset.stages[0], "alltoall", False, False, "baseline"))
+        for idx, stage, d, o, w, role in arms:
+            name = variant_name(d, o, w, axes)
+            if name in variants:
+                continue  # duplicates collapse into one (first stage wins)
+            is_base = d == "alltoall" and not o and not w
+            v = _make_variant(name, d, o, w, axes, idx, stage, "baseline" if is_base else role, model, job, prof,
+                              preflight)
+            variants[name] = v
+            jobs[name] = job
+    if not variants:
+        raise ConfigError("the sweep is empty: no variant matches the command line's dispatcher/overlap/"
+                          "delay_wgrad values in the preset's stages")
+    assert container is not None
+    return Expansion(preset, container, tuple(variants.values()), jobs, tuple(warnings), local_gpus)
+
+
+def _job_spec(model: ModelConfig, cluster: ClusterConfig, local_gpus: int, local_type: str | None) -> JobSpec:
+    gpn = cluster.gpus_per_node
+    if gpn == "auto":
+        gpn = local_gpus if local_gpus else None
+    world = cluster.nodes * gpn if gpn else min_world_size(model.settings())
+    gpu_type = local_type if cluster.gpu_type == "auto" else cluster.gpu_type
+    return JobSpec(model, cluster, world, gpn or world // cluster.nodes or 1, gpu_type, dict(cluster.env_vars))
+
+
+def _make_variant(name, dispatcher, overlap, delay_wgrad, axes, stage_idx, stage, role, model: ModelConfig,
+                  job: JobSpec, prof: ContainerProfile, preflight: str) -> Variant:
+    settings = model.settings()
+    flex = dispatcher in ("deepep", "hybridep", "ncclep")
+    settings.update(
+        moe_token_dispatcher_type="flex" if flex else dispatcher,
+        moe_flex_dispatcher_backend=dispatcher if flex else None,
+        overlap_moe_expert_parallel_comm=overlap,  # always explicit (CASES C03)
+        delay_wgrad_compute=delay_wgrad,
+    )
+    adjustments = []
+    warns: list[str] = []
+    if overlap and settings["moe_shared_expert_overlap"]:
+        # CASES C02: a model default that turns on shared-expert overlap must not slip through
+        settings["moe_shared_expert_overlap"] = False
+        adjustments.append({"field": "moe_shared_expert_overlap", "from": True, "to": False,
+                            "why": "overlap_moe_expert_parallel_comm requires moe_shared_expert_overlap=False"})
+        warns.append("moe_shared_expert_overlap set true -> false (required by overlap; recorded as an adjustment)")
+    reasons: list[str] = []
+    if preflight != "off":
+        ctx = RuleContext(settings=settings, dispatcher=dispatcher, overlap=overlap, delay_wgrad=delay_wgrad,
+                          torch=parse_version(prof.torch), te=parse_version(prof.transformer_engine),
+                          core=parse_version(prof.megatron_core), bridge=parse_version(prof.megatron_bridge),
+                          deep_ep=parse_version(prof.deep_ep), gpu_type=job.gpu_type, world_size=job.world_size,
+                          nodes=job.cluster.nodes, env=job.env)
+        for f in evaluate(ctx):
+            (reasons if f.severity == "error" else warns).append(f.text)
+    status = "pruned" if reasons else ("gated" if stage.gate else "planned")
+    return Variant(name=name, dispatcher=dispatcher, overlap=overlap, delay_wgrad=delay_wgrad, axes=dict(axes),
+                   group=dict(axes), role=role, stage=stage_idx, stage_name=stage.name, gate=stage.gate,
+                   settings=settings, status=status, reasons=tuple(reasons), warnings=tuple(warns),
+                   allow_adjust=DEFAULT_ALLOW_ADJUST, adjustments=tuple(adjustments))

@@ -1,0 +1,39 @@
+"""The readable plan table printed by ``action=plan`` (rich): variant, axes, stage, status, reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments.plan import Plan
+
+_STYLE = {"planned": "green", "gated": "yellow", "pruned": "red"}
+
+
+def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
+    """Print the plan table, warnings and the GPU-hour estimate to stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 140))
+    exp = plan.expansion
+    t = Table(title=f"sweep {plan.sweep_id}  preset={exp.preset.name}  mode={plan.mode}  "
+                    f"preflight={plan.settings.preflight}", show_lines=False)
+    for col in ("variant", "role", "dispatcher", "overlap", "delay_wgrad", "axes", "stage", "status", "reason"):
+        t.add_column(col, overflow="fold")
+    for v in exp.variants:
+        axes = ", ".join(f"{k}={val}" for k, val in v.axes.items()) or "-"
+        stage = f"{v.stage} {v.stage_name}" + (f" (gate: {v.gate})" if v.gate and v.status == "gated" else "")
+        reason = "; ".join(v.reasons) if v.reasons else "; ".join(v.warnings)
+        t.add_row(v.name, v.role, v.dispatcher, "on" if v.overlap else "off", "on" if v.delay_wgrad else "off",
+                  axes, stage, f"[{_STYLE.get(v.status, 'white')}]{v.status}[/]", reason or "")
+    console.print(t)
+    for w in exp.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    if plan.mode_note:
+        console.print(f"[cyan]note:[/] {plan.mode_note}")
+    kept = sum(v.status != "pruned" for v in exp.variants)
+    console.print(f"{kept} of {len(exp.variants)} variants kept, {len(plan.runs)} runs "
+                  f"(repeats={plan.settings.repeats}); GPU-hour estimate {plan.gpu_hours:.2f} "
+                  f"(limit max_gpu_hours={plan.settings.max_gpu_hours})")
+    if out_dir is not None:
+        console.print(f"plan written to {out_dir}")

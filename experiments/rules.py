@@ -1,0 +1,305 @@
+"""Static preflight: a declarative rule table keyed by container versions and the cluster's GPU type.
+
+Each :class:`Rule` says when it applies, what must hold, the message of a violation, and the library check it
+mirrors (``source``). ``scope`` tells where the real check lives:
+
+- ``core``:   Megatron-Core ``TransformerConfig.__post_init__`` (held against the real library by
+              tests/experiments/test_conformance.py);
+- ``bridge``: Megatron-Bridge (``CommOverlapConfig`` setup, flex dispatcher validation);
+- ``te``:     Transformer Engine minimum versions checked at layer build;
+- ``world``:  process-group arithmetic done at distributed initialisation;
+- ``env``:    the container's contents (packages present).
+
+Rules of severity ``warning`` never prune; they are written into the manifest.
+Sources: FACTS.md §1-§2 (Megatron-Bridge 0.2-0.6, Megatron-Core 0.14-0.19 overlap checks; core 0.19.2
+transformer_config.py lines 2669-2775).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Version = tuple[int, int, int]
+
+# GPU generation facts (FACTS §1: Bridge flex_dispatcher_backend GPU checks)
+COMPUTE_CAPABILITY = {"a100": 8, "h100": 9, "h200": 9, "b200": 10, "b300": 10, "gb200": 10, "gb300": 10}
+DEEPEP_GPUS = ("a100", "h100", "h200", "b200", "b300")  # cc 8.x/9.x, or a name starting "NVIDIA B200/B300"
+
+
+def parse_version(text: str | None) -> Version | None:
+    """``"2.12.0"`` -> ``(2, 12, 0)``; ``None`` or text without digits -> ``None``."""
+    if text is None:
+        return None
+    nums = [int(n) for n in re.findall(r"\d+", str(text))[:3]]
+    if not nums:
+        return None
+    while len(nums) < 3:
+        nums.append(0)
+    return (nums[0], nums[1], nums[2])
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """Everything a rule may look at for one variant.
+
+    ``settings`` are the Megatron-named fields of the variant (CONTRACTS §9) including the four knob fields;
+    ``world_size`` is nodes x GPUs per node; ``env`` the job's environment variables.
+    """
+
+    settings: dict[str, Any]
+    dispatcher: str
+    overlap: bool
+    delay_wgrad: bool
+    torch: Version | None = None
+    te: Version | None = None
+    core: Version | None = None
+    bridge: Version | None = None
+    deep_ep: Version | None = None
+    gpu_type: str | None = None
+    world_size: int | None = None
+    nodes: int = 1
+    env: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:  # ctx.num_layers etc. read settings
+        try:
+            return self.__dict__["settings"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the table: if ``when(ctx)`` and not ``ok(ctx)``, the variant violates the rule."""
+
+    id: str
+    scope: str
+    when: Callable[[RuleContext], bool]
+    ok: Callable[[RuleContext], bool]
+    message: Callable[[RuleContext], str]
+    source: str
+    severity: str = "error"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A violated rule for one variant: ``text`` is what the manifest's ``reasons``/``warnings`` get."""
+
+    rule: str
+    scope: str
+    severity: str
+    message: str
+    source: str
+
+    @property
+    def text(self) -> str:
+        return f"[{self.rule}] {self.message} (mirrors {self.source})"
+
+
+def _ge(v: Version | None, need: Version) -> bool:
+    return v is None or v >= need  # unknown version: the rule cannot reject (a warning rule reports it)
+
+
+def _core_in(ctx: RuleContext, lo: Version, hi: Version) -> bool:
+    return ctx.core is not None and lo <= ctx.core < hi
+
+
+def _modules(ctx: RuleContext) -> list[str]:
+    return list(ctx.settings.get("recompute_modules") or [])
+
+
+def _scope(ctx: RuleContext) -> list[str]:
+    s = ctx.settings.get("cuda_graph_scope") or []
+    return [s] if isinstance(s, str) else list(s)
+
+
+def _dp(ctx: RuleContext) -> int | None:
+    mp = ctx.tensor_model_parallel_size * ctx.pipeline_model_parallel_size * ctx.context_parallel_size
+    if not ctx.world_size or ctx.world_size % mp:
+        return None
+    return ctx.world_size // mp
+
+
+def _pipeline_layers_ok(ctx: RuleContext) -> bool:
+    pp, vpp = ctx.pipeline_model_parallel_size, ctx.virtual_pipeline_model_parallel_size or 1
+    layers = ctx.num_layers + int(bool(ctx.settings.get("account_for_embedding_in_pipeline_split"))) + int(
+        bool(ctx.settings.get("account_for_loss_in_pipeline_split")))
+    stages = pp
+    for key in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
+        if ctx.settings.get(key) is not None and pp > 1:
+            layers -= ctx.settings[key]
+            stages -= 1
+    if stages <= 0:
+        return layers == 0
+    return layers >= 0 and layers % (stages * vpp) == 0
+
+
+OVERLAP = "Megatron-Core TransformerConfig overlap_moe_expert_parallel_comm checks (core 0.19)"
+BRIDGE_OVL = "Megatron-Bridge CommOverlapConfig._get_model_comm_overlap_cfgs (Bridge 0.6)"
+FLEX = "Megatron-Bridge flex_dispatcher_backend.validate_flex_dispatcher_backend (Bridge 0.6)"
+ovl: Callable[[RuleContext], bool] = lambda c: c.overlap  # noqa: E731
+dw: Callable[[RuleContext], bool] = lambda c: c.delay_wgrad  # noqa: E731
+always: Callable[[RuleContext], bool] = lambda c: True  # noqa: E731
+
+RULES: tuple[Rule, ...] = (
+    # --- flex backends against the GPU generation and the container
+    Rule("deepep_gpu", "bridge", lambda c: c.dispatcher == "deepep" and c.gpu_type is not None,
+         lambda c: c.gpu_type in DEEPEP_GPUS,
+         lambda c: f"DeepEP does not support {c.gpu_type} (it runs on Ampere, Hopper, B200/B300; GB200/GB300 are "
+                   "rejected and Bridge silently falls back to alltoall). Use dispatcher=hybridep on this GPU", FLEX),
+    Rule("hybridep_gpu", "bridge", lambda c: c.dispatcher == "hybridep" and c.gpu_type is not None,
+         lambda c: COMPUTE_CAPABILITY.get(c.gpu_type, 0) in (8, 9, 10),
+         lambda c: f"HybridEP needs compute capability 8, 9 or 10; {c.gpu_type} is not supported", FLEX),
+    Rule("ncclep_gpu", "bridge", lambda c: c.dispatcher == "ncclep" and c.gpu_type is not None,
+         lambda c: COMPUTE_CAPABILITY.get(c.gpu_type, 0) in (9, 10),
+         lambda c: f"NCCL EP needs compute capability 9 or 10 (Hopper/Blackwell); {c.gpu_type} is not supported",
+         FLEX),
+    Rule("ncclep_core", "core", lambda c: c.dispatcher == "ncclep", lambda c: _ge(c.core, (0, 19, 0)),
+         lambda c: "the ncclep flex backend needs Megatron-Core >= 0.19", "Megatron-Core moe_flex_dispatcher_backend"),
+    Rule("flex_package", "env", lambda c: c.dispatcher in ("deepep", "hybridep"),
+         lambda c: c.deep_ep is not None,
+         lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'HybridEP'} is not installed in the container "
+                   "profile (deep_ep: null); the run would fail before iteration 1",
+         "Megatron-Core fused_a2a import ('DeepEP is not installed' / 'HybridEP is not installed')"),
+    # --- overlap_moe_expert_parallel_comm preconditions
+    Rule("overlap_torch", "core", ovl, lambda c: _ge(c.torch, (2, 6, 0)),
+         lambda c: "A2A Overlap encounters hang issue with torch version < 2.6.0 "
+                   f"(container torch {'.'.join(map(str, c.torch or ()))})", OVERLAP),
+    Rule("overlap_vpp", "core", lambda c: c.overlap and c.pipeline_model_parallel_size > 1,
+         lambda c: c.virtual_pipeline_model_parallel_size is not None,
+         lambda c: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when "
+                   f"pipeline_model_parallel_size > 1 (PP={c.pipeline_model_parallel_size}, VPP=null)", OVERLAP),
+    Rule("overlap_ep", "core", ovl, lambda c: c.expert_model_parallel_size > 1,
+         lambda c: "overlap_moe_expert_parallel_comm is only supported with expert model parallelism "
+                   f"(expert_model_parallel_size={c.expert_model_parallel_size})", OVERLAP),
+    Rule("overlap_experts", "bridge", ovl, lambda c: c.num_moe_experts > 1,
+         lambda c: f"overlap_moe_expert_parallel_comm needs num_moe_experts > 1 (got {c.num_moe_experts})",
+         BRIDGE_OVL),
+    Rule("overlap_dispatcher", "core", ovl, lambda c: c.moe_token_dispatcher_type in ("alltoall", "flex"),
+         lambda c: "overlap_moe_expert_parallel_comm is supported with alltoall/flex token dispatcher "
+                   f"(got {c.moe_token_dispatcher_type})", OVERLAP),
+    Rule("overlap_full_recompute", "core", ovl, lambda c: c.recompute_granularity != "full",
+         lambda c: "disable full recomputation when enabling overlap_moe_expert_parallel_comm", OVERLAP),
+    Rule("overlap_recompute_method", "core", ovl, lambda c: c.recompute_method is None,
+         lambda c: "disable recomputation method when enabling overlap_moe_expert_parallel_comm "
+                   f"(recompute_method={c.recompute_method})", OVERLAP),
+    Rule("overlap_recompute_layers", "core", ovl, lambda c: c.recompute_num_layers is None,
+         lambda c: "recompute_num_layers must be None when enabling overlap_moe_expert_parallel_comm", OVERLAP),
+    Rule("overlap_recompute_moe", "core", ovl, lambda c: "moe" not in _modules(c),
+         lambda c: "disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm "
+                   f"(recompute_modules={_modules(c)})", OVERLAP),
+    Rule("overlap_precision", "core", ovl, lambda c: bool(c.bf16 or c.fp16),
+         lambda c: "overlap_moe_expert_parallel_comm is only supported with bf16 or fp16 model", OVERLAP),
+    Rule("overlap_shared_expert", "core", ovl, lambda c: not c.moe_shared_expert_overlap,
+         lambda c: "disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm", OVERLAP),
+    Rule("overlap_mtp", "core", ovl, lambda c: c.mtp_num_layers in (None, 0, 1),
+         lambda c: "MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm "
+                   f"(mtp_num_layers={c.mtp_num_layers})", OVERLAP),
+    Rule("overlap_mtp_pp_old_core", "core",
+         lambda c: c.overlap and c.mtp_num_layers == 1 and _core_in(c, (0, 16, 0), (0, 18, 0)),
+         lambda c: c.pipeline_model_parallel_size > 1,
+         lambda c: "on Megatron-Core 0.16/0.17, MTP with overlap_moe_expert_parallel_comm also needs "
+                   "pipeline_model_parallel_size > 1", "Megatron-Core 0.16/0.17 TransformerConfig"),
+    Rule("overlap_cuda_graph_scope", "core", lambda c: c.overlap and c.cuda_graph_impl == "transformer_engine",
+         lambda c: not ({"moe", "mlp"} & set(_scope(c))),
+         lambda c: "CUDA graph scope on moe and mlp is not supported with overlap_moe_expert_parallel_comm "
+                   f"(cuda_graph_scope={_scope(c)})", OVERLAP),
+    Rule("overlap_cuda_graph_impl_old_core", "core",
+         lambda c: c.overlap and c.cuda_graph_impl != "none" and _core_in(c, (0, 16, 0), (0, 18, 0)),
+         lambda c: c.cuda_graph_impl == "transformer_engine",
+         lambda c: "on Megatron-Core 0.16/0.17, overlap needs cuda_graph_impl none or transformer_engine",
+         "Megatron-Core 0.16/0.17 TransformerConfig"),
+    Rule("overlap_max_connections", "env", ovl,
+         lambda c: str(c.env.get("CUDA_DEVICE_MAX_CONNECTIONS", "")).strip().isdigit()
+         and int(c.env["CUDA_DEVICE_MAX_CONNECTIONS"]) > 1,
+         lambda c: "CUDA_DEVICE_MAX_CONNECTIONS should be exported > 1 in the job environment with overlap "
+                   f"(got {c.env.get('CUDA_DEVICE_MAX_CONNECTIONS')!r}); published: 32 vs 1 gave +7.8% vs +3.7%",
+         "FACTS §2 performance note", "warning"),
+    Rule("overlap_small_ep", "env", lambda c: c.overlap and c.expert_model_parallel_size > 1,
+         lambda c: not (c.expert_model_parallel_size <= 4 and c.nodes <= 2),
+         lambda c: f"small EP ({c.expert_model_parallel_size}) on {c.nodes} node(s): overlap is often flat or "
+                   "slower here (published gains are at EP >= 8)", "FACTS §7", "warning"),
+    # --- delay_wgrad_compute
+    Rule("delay_wgrad_needs_overlap", "core", dw, lambda c: c.overlap,
+         lambda c: "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute",
+         "Megatron-Core TransformerConfig delay_wgrad_compute check"),
+    Rule("delay_wgrad_te_2_3", "te", dw, lambda c: _ge(c.te, (2, 3, 0)),
+         lambda c: "delay_wgrad_compute needs Transformer Engine >= 2.3.0", "Megatron-Core layer build (TE 2.3)"),
+    Rule("delay_wgrad_te_2_7", "bridge",
+         lambda c: c.delay_wgrad and bool(c.overlap_grad_reduce or c.gradient_accumulation_fusion),
+         lambda c: _ge(c.te, (2, 7, 0)),
+         lambda c: "delay_wgrad_compute with overlap_grad_reduce or gradient_accumulation_fusion needs Transformer "
+                   "Engine >= 2.7.0", "Megatron-Bridge comm_overlap TE check (TE 2.7)"),
+    Rule("delay_wgrad_te_2_10", "core",
+         lambda c: c.delay_wgrad and c.cuda_graph_impl == "transformer_engine" and _ge(c.core, (0, 16, 0)),
+         lambda c: _ge(c.te, (2, 10, 0)),
+         lambda c: "TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph",
+         "Megatron-Core TransformerConfig (core >= 0.16)"),
+    Rule("delay_wgrad_te_2_12", "bridge",
+         lambda c: c.delay_wgrad and c.cuda_graph_impl == "transformer_engine" and (
+             "attn" in _scope(c) or ("moe_router" in _scope(c) and bool(c.moe_shared_expert_intermediate_size)
+                                     and not c.moe_shared_expert_overlap)),
+         lambda c: _ge(c.te, (2, 12, 0)) and bool(c.gradient_accumulation_fusion)
+         and not (c.add_bias_linear or c.add_qkv_bias),
+         lambda c: "delay_wgrad_compute with CUDA-graph scope attn (or moe_router with non-overlapped shared "
+                   "experts) needs Transformer Engine >= 2.12.0, gradient_accumulation_fusion and no attention bias",
+         "Megatron-Bridge comm_overlap TE check (TE 2.12)"),
+    Rule("te_unknown", "te", lambda c: c.delay_wgrad and c.te is None, lambda c: False,
+         lambda c: "the container profile has no Transformer Engine version: the TE minimums for "
+                   "delay_wgrad_compute were not checked here (the real check runs inside the container)",
+         "FACTS §2 TE table", "warning"),
+    # --- world-size arithmetic
+    Rule("world_mp", "world", lambda c: c.world_size is not None,
+         lambda c: c.world_size % (c.tensor_model_parallel_size * c.pipeline_model_parallel_size
+                                   * c.context_parallel_size) == 0,
+         lambda c: f"TP*PP*CP = {c.tensor_model_parallel_size}*{c.pipeline_model_parallel_size}*"
+                   f"{c.context_parallel_size} does not divide the world size {c.world_size}",
+         "Megatron-Core parallel_state.initialize_model_parallel"),
+    Rule("world_ep", "world", lambda c: c.world_size is not None,
+         lambda c: c.world_size % (c.expert_tensor_parallel_size * c.expert_model_parallel_size
+                                   * c.pipeline_model_parallel_size) == 0,
+         lambda c: f"ETP*EP*PP = {c.expert_tensor_parallel_size}*{c.expert_model_parallel_size}*"
+                   f"{c.pipeline_model_parallel_size} does not divide the world size {c.world_size}",
+         "Megatron-Core parallel_state.initialize_model_parallel (expert groups)"),
+    Rule("experts_ep", "core", always, lambda c: c.num_moe_experts % c.expert_model_parallel_size == 0,
+         lambda c: f"num_moe_experts={c.num_moe_experts} is not divisible by expert_model_parallel_size="
+                   f"{c.expert_model_parallel_size}", "Megatron-Core MoE layer (experts % EP)"),
+    Rule("gbs_dp", "world", lambda c: _dp(c) is not None,
+         lambda c: c.global_batch_size % (c.micro_batch_size * _dp(c)) == 0,
+         lambda c: f"global_batch_size={c.global_batch_size} is not divisible by micro_batch_size*DP = "
+                   f"{c.micro_batch_size}*{_dp(c)}", "Megatron-Core num_microbatches_calculator"),
+    Rule("layers_pp", "core", lambda c: c.pipeline_model_parallel_size > 1, _pipeline_layers_ok,
+         lambda c: f"num_layers={c.num_layers} cannot be split evenly over PP={c.pipeline_model_parallel_size}"
+                   f" x VPP={c.virtual_pipeline_model_parallel_size or 1} (after first/last-stage layers and "
+                   "embedding/loss accounting)", "Megatron-Core TransformerConfig pipeline split"),
+    Rule("heads_tp", "core", always, lambda c: c.num_attention_heads % c.tensor_model_parallel_size == 0,
+         lambda c: f"num_attention_heads={c.num_attention_heads} is not divisible by tensor_model_parallel_size="
+                   f"{c.tensor_model_parallel_size}", "Megatron-Core TransformerConfig heads % TP"),
+    Rule("query_groups_tp", "core", lambda c: c.num_query_groups is not None,
+         lambda c: c.num_query_groups % c.tensor_model_parallel_size == 0,
+         lambda c: f"num_query_groups={c.num_query_groups} is not divisible by tensor_model_parallel_size="
+                   f"{c.tensor_model_parallel_size}", "Megatron-Core TransformerConfig query groups % TP"),
+)
+RULE_IDS = tuple(r.id for r in RULES)
+
+
+def evaluate(ctx: RuleContext, scopes: tuple[str, ...] | None = None) -> list[Finding]:
+    """Run every rule (or those of ``scopes``) on ``ctx``; return the violated ones, errors first."""
+    out = []
+    for r in RULES:
+        if scopes is not None and r.scope not in scopes:
+            continue
+        if r.when(ctx) and not r.ok(ctx):
+            out.append(Finding(r.id, r.scope, r.severity, r.message(ctx), r.source))
+    return sorted(out, key=lambda f: f.severity != "error")
+
+
+def min_world_size(settings: dict[str, Any]) -> int:
+    """Smallest world size that the model's parallel sizes need: lcm(TP*PP*CP, ETP*EP*PP) (CONTRACTS §9)."""
+    s = settings
+    mp = s["tensor_model_parallel_size"] * s["pipeline_model_parallel_size"] * s["context_parallel_size"]
+    ep = s["expert_tensor_parallel_size"] * s["expert_model_parallel_size"] * s["pipeline_model_parallel_size"]
+    return math.lcm(mp, ep)

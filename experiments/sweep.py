@@ -1,0 +1,85 @@
+"""``python -m experiments.sweep [Hydra overrides]``: the single entry point (CONTRACTS §1).
+
+    python -m experiments.sweep action=plan                       # what would run, and why not
+    python -m experiments.sweep                                   # run the default sweep (tiny_moe, local)
+    python -m experiments.sweep cluster=local_slurm sweep=isolation
+    python -m experiments.sweep model=qwen3_30b_a3b cluster=h100_slurm dispatcher=alltoall,deepep overlap=on,off
+    python -m experiments.sweep action=status sweep_id=20261129-160000Z-a1b2c3
+
+Exit codes (CONTRACTS §5): 0 ok, 2 usage/config error, 3 a run failed, 4 regression or loss divergence,
+5 scheduler/infrastructure error, 130 interrupted, 1 internal error.
+"""
+
+from __future__ import annotations
+
+import sys
+
+HELP = __doc__ + """
+Top-level keys: action=run|plan|status|collect|cancel  dry_run=false|true  sweep_id=ID  output_dir=DIR
+  preflight=static|container|off  mode=train|validate  repeats=N  pack=false|true  detach=false|true
+  allow_dirty=false|true  max_gpu_hours=N  hang_action=cancel|flag
+Groups: model=tiny_moe|qwen3_30b_a3b|qwen3_235b_a22b|deepseek_v3  cluster=local|local_slurm|h100_slurm|b200_slurm|
+  gb200_slurm  container=<profile>  sweep=isolation|full|nightly
+Axes: dispatcher=alltoall,allgather,deepep,hybridep,ncclep  overlap=on,off  delay_wgrad=on,off
+  Any model./cluster. field can be set (model.seq_length=8192) or swept (model.expert_model_parallel_size=8,16).
+"""
+
+EXIT_OK, EXIT_USAGE, EXIT_RUN_FAILED, EXIT_REGRESSION, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_BUG = 0, 2, 3, 4, 5, 130, 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse overrides, dispatch the action and return its exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help", "help") for a in argv):
+        print(HELP)
+        return EXIT_OK
+    from experiments.config import ConfigError
+    from experiments.manifest import ManifestError
+
+    try:
+        return _dispatch(argv)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ManifestError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _dispatch(argv: list[str]) -> int:
+    from experiments.plan import make_plan, write_plan
+    from experiments.report_plan import print_plan
+
+    action = _peek_action(argv)
+    if action in ("status", "collect", "cancel") or (action == "run" and _peek(argv, "sweep_id")):
+        from launchers.orchestrate import run_action
+
+        return run_action(action, argv)
+    plan = make_plan(argv)
+    if plan.settings.effective_action == "plan":
+        out = write_plan(plan, argv)
+        print_plan(plan, out)
+        return EXIT_OK
+    from launchers.orchestrate import run_new
+
+    return run_new(plan, argv)
+
+
+def _peek(argv: list[str], key: str) -> str | None:
+    for a in argv:
+        if a.startswith(f"{key}="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _peek_action(argv: list[str]) -> str:
+    if (_peek(argv, "dry_run") or "").lower() == "true":
+        return "plan"
+    return _peek(argv, "action") or "run"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
