@@ -30,9 +30,9 @@ class ConfigError(ValueError):
 
 
 def suggest(bad: str, valid: typing.Iterable[str]) -> str:
-    """Return ``" Did you mean 'x'?"`` for the closest valid spelling, or ``""``."""
-    close = difflib.get_close_matches(str(bad), [str(v) for v in valid], n=1, cutoff=0.6)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    """Return ``" Did you mean 'x' or 'y'?"`` for the (up to two) closest valid spellings, or ``""``."""
+    close = difflib.get_close_matches(str(bad), [str(v) for v in valid], n=2, cutoff=0.6)
+    return f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def _type_ok(value: Any, tp: Any) -> bool:

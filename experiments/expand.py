@@ -181,6 +181,9 @@ def expand(composed: Composed, preflight: str = "static") -> Expansion:
             for d, o, w in itertools.product(stage.dispatcher, stage.overlap, stage.delay_wgrad):
                 if all(v in sel.get(k, (v,)) for k, v in (("dispatcher", d), ("overlap", o), ("delay_wgrad", w))):
                     arms.append((idx, stage, d, o, w, "variant"))
+        if not arms:
+            raise ConfigError("the sweep is empty: no variant of sweep=" + preset.name + " matches the command "
+                              "line's dispatcher/overlap/delay_wgrad values")
         if not any(d == "alltoall" and not o and not w for _, _, d, o, w, _ in arms):
             arms.insert(0, (1, preset.stages[0], "alltoall", False, False, "baseline"))
         for idx, stage, d, o, w, role in arms:

@@ -1,0 +1,170 @@
+"""Static preflight rule table: CASES C01, C02, C04, C05 and the world-size arithmetic."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.rules import RULES, evaluate
+from tests.experiments.helpers import ctx
+
+
+def errors(c):
+    return {f.rule: f.message for f in evaluate(c) if f.severity == "error"}
+
+
+def warnings(c):
+    return {f.rule: f.message for f in evaluate(c) if f.severity == "warning"}
+
+
+def test_valid_overlap_variant_passes():
+    assert errors(ctx()) == {}
+
+
+# --- C01 (Megatron-Bridge PR 497, Megatron-Core checks)
+def test_c01_pp_without_vpp_rejected_naming_vpp():
+    e = errors(ctx(pipeline_model_parallel_size=4, expert_model_parallel_size=8, world=32))
+    assert "overlap_vpp" in e and "virtual_pipeline_model_parallel_size" in e["overlap_vpp"]
+
+
+def test_c01_pp_with_vpp_accepted():
+    e = errors(ctx(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2, world=16))
+    assert "overlap_vpp" not in e
+
+
+def test_c01_ep1_rejected_naming_expert_parallelism():
+    e = errors(ctx(expert_model_parallel_size=1))
+    assert "expert model parallelism" in e["overlap_ep"]
+
+
+def test_c01_allgather_with_overlap_rejected():
+    e = errors(ctx("allgather"))
+    assert "alltoall/flex token dispatcher" in e["overlap_dispatcher"]
+
+
+def test_c01_old_torch_hang_rule():
+    e = errors(ctx(torch="2.5.1"))
+    assert "A2A Overlap encounters hang issue with torch version < 2.6.0" in e["overlap_torch"]
+    assert "overlap_torch" not in errors(ctx(torch="2.6.0"))
+    assert "overlap_torch" not in errors(ctx(torch="2.5.1", overlap=False))
+
+
+# --- C02 (Bridge PR 4971: rule copies drifted)
+def test_c02_moe_in_recompute_modules_rejected():
+    e = errors(ctx(recompute_granularity="selective", recompute_modules=["moe", "mlp"]))
+    assert "disable moe in recompute_modules" in e["overlap_recompute_moe"]
+
+
+def test_c02_mtp_two_layers_rejected():
+    assert "MTP supports at most one layer" in errors(ctx(mtp_num_layers=2))["overlap_mtp"]
+    assert "overlap_mtp" not in errors(ctx(mtp_num_layers=1))
+
+
+def test_c02_shared_expert_overlap_rule_in_table():
+    assert "overlap_shared_expert" in errors(ctx(moe_shared_expert_overlap=True))
+
+
+@pytest.mark.parametrize("field,value,rule", [
+    ("recompute_granularity", "full", "overlap_full_recompute"),
+    ("recompute_method", "uniform", "overlap_recompute_method"),
+    ("recompute_num_layers", 2, "overlap_recompute_layers"),
+])
+def test_overlap_recompute_rules(field, value, rule):
+    assert rule in errors(ctx(**{field: value}))
+
+
+def test_fp32_rejected_with_overlap():
+    assert "bf16 or fp16" in errors(ctx(bf16=False, fp16=False))["overlap_precision"]
+    assert "overlap_precision" not in errors(ctx(bf16=False, fp16=True))
+
+
+def test_cuda_graph_scope_moe_rejected_with_te_graphs():
+    e = errors(ctx(cuda_graph_impl="transformer_engine", cuda_graph_scope=["moe"]))
+    assert "overlap_cuda_graph_scope" in e
+    assert "overlap_cuda_graph_scope" not in errors(
+        ctx(cuda_graph_impl="transformer_engine", cuda_graph_scope=["moe_router", "moe_preprocess"]))
+
+
+def test_old_core_mtp_needs_pp_and_cuda_graph_impl():
+    assert "overlap_mtp_pp_old_core" in errors(ctx(core="0.17.0", mtp_num_layers=1))
+    assert "overlap_mtp_pp_old_core" not in errors(ctx(core="0.19.2", mtp_num_layers=1))
+    assert "overlap_cuda_graph_impl_old_core" in errors(ctx(core="0.16.0", cuda_graph_impl="local"))
+
+
+# --- C04 (TE PR 2142, Bridge PRs 532, 2578)
+def test_c04_delay_wgrad_without_overlap_rejected():
+    e = errors(ctx(overlap=False, delay_wgrad=True))
+    assert e["delay_wgrad_needs_overlap"] == (
+        "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute")
+
+
+def test_c04_delay_wgrad_overlap_grad_reduce_te_2_6_rejected():
+    e = errors(ctx(delay_wgrad=True, overlap_grad_reduce=True, te="2.6.0"))
+    assert "2.7.0" in e["delay_wgrad_te_2_7"]
+    assert "delay_wgrad_te_2_7" not in errors(ctx(delay_wgrad=True, overlap_grad_reduce=True, te="2.7.0"))
+
+
+def test_te_minimums_2_3_2_10_2_12():
+    assert "delay_wgrad_te_2_3" in errors(ctx(delay_wgrad=True, te="2.2.0"))
+    assert "delay_wgrad_te_2_10" in errors(ctx(delay_wgrad=True, te="2.9.0", cuda_graph_impl="transformer_engine",
+                                               cuda_graph_scope=["moe_router"]))
+    e = errors(ctx(delay_wgrad=True, te="2.11.0", cuda_graph_impl="transformer_engine", cuda_graph_scope=["attn"],
+                   gradient_accumulation_fusion=True))
+    assert "delay_wgrad_te_2_12" in e
+    ok = errors(ctx(delay_wgrad=True, te="2.12.0", cuda_graph_impl="transformer_engine", cuda_graph_scope=["attn"],
+                    gradient_accumulation_fusion=True))
+    assert "delay_wgrad_te_2_12" not in ok
+
+
+def test_c04_scope_as_single_string_does_not_crash():
+    e = errors(ctx(cuda_graph_impl="transformer_engine", cuda_graph_scope="moe"))
+    assert "overlap_cuda_graph_scope" in e
+
+
+def test_unknown_te_is_a_warning_not_a_prune():
+    c = ctx(delay_wgrad=True, te=None)
+    assert "te_unknown" in warnings(c) and not errors(c)
+
+
+# --- C05 (Bridge issue 5992): flex backend vs the target GPU
+def test_c05_deepep_on_gb200_rejected_with_hybridep_hint():
+    e = errors(ctx("deepep", gpu="gb200"))
+    assert "hybridep" in e["deepep_gpu"]
+    assert "deepep_gpu" not in errors(ctx("hybridep", gpu="gb200"))
+    assert "deepep_gpu" not in errors(ctx("deepep", gpu="b200"))
+
+
+def test_ncclep_needs_hopper_and_core_019():
+    assert "ncclep_gpu" in errors(ctx("ncclep", gpu="a100"))
+    assert "ncclep_core" in errors(ctx("ncclep", core="0.18.0"))
+    assert errors(ctx("ncclep", gpu="h100")) == {}
+
+
+def test_missing_deepep_package_prunes_flex():
+    assert "flex_package" in errors(ctx("deepep", deep_ep=None))
+    assert "flex_package" in errors(ctx("hybridep", deep_ep=None))
+
+
+# --- world-size arithmetic
+def test_world_size_rules():
+    assert "world_mp" in errors(ctx(overlap=False, tensor_model_parallel_size=3, world=8, num_attention_heads=9,
+                                    num_query_groups=3))
+    assert "world_ep" in errors(ctx(overlap=False, expert_model_parallel_size=16, world=8, num_moe_experts=16))
+    assert "experts_ep" in errors(ctx(overlap=False, num_moe_experts=12, expert_model_parallel_size=8))
+    assert "gbs_dp" in errors(ctx(overlap=False, global_batch_size=12, world=8))
+    assert "layers_pp" in errors(ctx(overlap=False, num_layers=5, pipeline_model_parallel_size=2, world=16))
+    assert "layers_pp" not in errors(ctx(overlap=False, num_layers=94, pipeline_model_parallel_size=8,
+                                         virtual_pipeline_model_parallel_size=4, world=16,
+                                         account_for_embedding_in_pipeline_split=True,
+                                         account_for_loss_in_pipeline_split=True))
+
+
+def test_performance_warnings_do_not_prune():
+    c = ctx(env={"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, expert_model_parallel_size=2)
+    w = warnings(c)
+    assert "overlap_max_connections" in w and "overlap_small_ep" in w
+    assert not errors(c)
+
+
+def test_every_rule_names_its_source_and_scope():
+    for r in RULES:
+        assert r.source and r.scope in ("core", "bridge", "te", "world", "env")
