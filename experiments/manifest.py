@@ -22,16 +22,21 @@ class ManifestError(RuntimeError):
     """The manifest is missing, unreadable or of an unknown schema; the message says which and how to fix it."""
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as indented JSON to ``path`` atomically (temp file in the same folder + ``os.replace``)."""
+def write_json_atomic(path: Path, data: Any, durable: bool = True) -> None:
+    """Write ``data`` as indented JSON to ``path`` atomically (temp file in the same folder + ``os.replace``).
+
+    ``durable=False`` skips the fsync: still atomic for readers and process crashes, not across a power loss
+    (used for files that can be regenerated from the manifest, such as ``variant.json``).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2, sort_keys=False, default=str)
             f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -247,7 +247,7 @@ def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
         if v.status == "pruned":
             continue
         vdir = out / "variants" / v.name
-        manifest.write_json_atomic(vdir / "variant.json", variant_payload(plan, v))
+        manifest.write_json_atomic(vdir / "variant.json", variant_payload(plan, v), durable=False)
         if render:
             from launchers.render import render_job_script
 
