@@ -1,0 +1,137 @@
+"""The public entry points that ``experiments.sweep action=collect`` (and a user's script) call.
+
+* :func:`record_summary` — write one collected sweep into the history (idempotent).
+* :func:`judge_sweep` / :func:`judge_night` — verdicts of a night against its rolling baseline; the report's
+  ``exit_code`` is 4 when a regression is flagged (CONTRACTS §5).
+* :func:`write_trend_page` — the self-contained HTML trend page.
+
+Every function opens the database, migrates it when its schema is older, and closes it again. Errors:
+:class:`~analysis.history.errors.HistoryInputError` (exit 2), :class:`~analysis.history.errors.HistoryStoreError`
+and subclasses (exit 5).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from analysis.history.errors import HistoryInputError
+from analysis.history.ingest import load_summary
+from analysis.history.judge import SeriesHistory, build_history, judge_history
+from analysis.history.records import HistoryConfig, NightInput, NightReport, RecordResult, Series
+from analysis.history.store import DEFAULT_TIMEOUT_S, HistoryStore
+
+DEFAULT_URL = "sqlite:///results/history.db"
+
+
+def record_summary(url: str, summary: str | Path | dict[str, Any] | NightInput,
+                   manifest: str | Path | dict[str, Any] | None = None, *, sweep_dir: str | Path | None = None,
+                   timeout_s: float = DEFAULT_TIMEOUT_S) -> RecordResult:
+    """Record one sweep into the history database at ``url``.
+
+    ``summary``: a sweep folder, a ``summary.json`` path or dict (CONTRACTS §7), or a ready :class:`NightInput`.
+    ``manifest``: the sweep's ``manifest.json`` (path or dict); optional when the summary has its ``sweep`` block.
+    Per-iteration step times come from each run's ``run.json`` (field ``step_times_ms``) under ``sweep_dir``
+    (see ``analysis.history.ingest``). Recording the same sweep again replaces its rows.
+    """
+    night = summary if isinstance(summary, NightInput) else load_summary(summary, manifest, sweep_dir=sweep_dir)
+    with HistoryStore(url, timeout_s=timeout_s) as store:
+        return store.record(night)
+
+
+def _pick_series(store: HistoryStore, night: date | None, preset: str | None, model: str | None,
+                 cluster: str | None) -> Series:
+    candidates = [s for s in store.series(night)
+                  if (preset is None or s.preset == preset) and (model is None or s.model == model)
+                  and (cluster is None or s.cluster == cluster)]
+    if len(candidates) == 1:
+        return candidates[0]
+    everything = ", ".join(str(s) for s in store.series(night)) or "none"
+    when = f" on night {night}" if night else ""
+    wanted = "/".join(x or "*" for x in (preset, model, cluster))
+    if not candidates:
+        raise HistoryInputError(f"no recorded series matches {wanted}{when} in {store.display_url}; "
+                                f"recorded (preset/model/cluster): {everything}")
+    raise HistoryInputError(f"{len(candidates)} series match {wanted}{when}: {everything}; "
+                            f"name preset=, model= and cluster= to pick one")
+
+
+def load_history(store: HistoryStore, series: Series, *, until: date | None = None, since: date | None = None,
+                 window: int | None = None) -> SeriesHistory:
+    """Read ``series`` (nights in [since, until]) into memory. With ``window``, per-iteration step times are read
+    only for the runs a judgement of ``until`` needs (``until`` and each variant's last ``window`` good nights)."""
+    run_rows = store.run_rows(series, since, until)
+    if window is None or until is None:
+        ids = [r["id"] for r in run_rows]
+    else:
+        good: dict[str, list[date]] = {}
+        for r in run_rows:
+            if r["status"] in ("ok", "ok_with_warning") and r["step_time_ms"] is not None:
+                nights = good.setdefault(r["variant"], [])
+                if not nights or nights[-1] != r["night"]:
+                    nights.append(r["night"])
+        keep = {(v, n) for v, ns in good.items() for n in [n for n in ns if n < until][-window:] + [until]}
+        ids = [r["id"] for r in run_rows if (r["variant"], r["night"]) in keep]
+    return build_history(series, run_rows, store.speedup_rows(series, since, until), store.step_times(ids),
+                         [s for s in store.sweep_rows(series)
+                          if (since is None or s["night"] >= since) and (until is None or s["night"] <= until)])
+
+
+def judge_night(url: str, night: date | str | None = None, *, preset: str | None = None, model: str | None = None,
+                cluster: str | None = None, config: HistoryConfig | None = None,
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> NightReport:
+    """Judge ``night`` (a date or ``YYYY-MM-DD``; default: the latest recorded night) of the series named by
+    ``preset``/``model``/``cluster`` (any of them may be left out when the choice is unique).
+
+    Raises :class:`HistoryInputError` when the night or series is unknown or ambiguous (the message lists the
+    recorded ones).
+    """
+    config = config or HistoryConfig()
+    if isinstance(night, str):
+        try:
+            night = date.fromisoformat(night)
+        except ValueError:
+            raise HistoryInputError(f"night={night!r} is not a date like 2026-11-29") from None
+    with HistoryStore(url, timeout_s=timeout_s) as store:
+        series = _pick_series(store, night, preset, model, cluster)
+        if night is None:
+            night = store.nights(series)[-1]
+        history = load_history(store, series, until=night, window=config.window)
+    return judge_history(history, night, config)
+
+
+def judge_sweep(url: str, sweep_id: str, *, config: HistoryConfig | None = None,
+                timeout_s: float = DEFAULT_TIMEOUT_S) -> NightReport:
+    """Judge the night of the recorded sweep ``sweep_id`` within its series (what ``action=collect`` calls after
+    :func:`record_summary`). Raises :class:`HistoryInputError` when the sweep was never recorded."""
+    with HistoryStore(url, timeout_s=timeout_s) as store:
+        row = store.sweep(sweep_id)
+    if row is None:
+        raise HistoryInputError(f"sweep {sweep_id} is not in the history at {url}; record it first (record_summary)")
+    return judge_night(url, row["night"], preset=row["preset"], model=row["model"], cluster=row["cluster"],
+                       config=config, timeout_s=timeout_s)
+
+
+def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None = None, preset: str | None = None,
+                     model: str | None = None, cluster: str | None = None, nights: int = 60,
+                     config: HistoryConfig | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
+    """Write the self-contained trend page of one series to ``out_html`` (atomically) and return its path.
+
+    The page shows the last ``nights`` recorded nights up to ``night`` (default: the latest): each variant's
+    throughput and speedup over the nights with the regressions of every night marked, and a table of ``night``
+    against its rolling baseline.
+    """
+    from analysis.history.trend import render_trend_page
+
+    config = config or HistoryConfig()
+    if isinstance(night, str):
+        night = date.fromisoformat(night)
+    with HistoryStore(url, timeout_s=timeout_s) as store:
+        series = _pick_series(store, night, preset, model, cluster)
+        all_nights = [n for n in store.nights(series) if night is None or n <= night]
+        shown = all_nights[-nights:]
+        since = all_nights[max(0, len(all_nights) - nights - config.window * 3)]
+        history = load_history(store, series, since=since, until=shown[-1])
+    reports = [judge_history(history, n, config) for n in shown]
+    return render_trend_page(history, reports, Path(out_html))

@@ -1,0 +1,176 @@
+"""The trend page: one self-contained HTML file (plots embedded as base64 PNG, no external resources).
+
+Per group of variants: throughput over the nights (tokens/s/GPU when every night reports it, else iterations/s =
+1000 / median step time in ms) and speedup over the baseline (1.0 = the baseline), with the nights judged
+``regression`` marked by a red cross and ``improvement`` by a green triangle. Then a table of the last night
+against its rolling baseline. A small inline script sets ``data-images-loaded="k/n"`` on ``<body>`` once the
+browser has decoded the plots, which the headless-Chromium test reads.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import tempfile
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from analysis.history.judge import SeriesHistory, VariantNight  # noqa: E402
+from analysis.history.records import (  # noqa: E402
+    IMPROVEMENT,
+    REGRESSION,
+    SPEEDUP,
+    STEP_TIME,
+    MetricJudgement,
+    NightReport,
+)
+
+_CSS = """
+body{font-family:DejaVu Sans,Arial,sans-serif;margin:24px;color:#222;max-width:1300px}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}
+td.l{text-align:left}td.note{text-align:left;font-size:11px;color:#555;max-width:420px}
+.regression{background:#f8d0d0;font-weight:bold}.improvement{background:#d3f0d3}
+.new_variant{background:#e0e8f8}.missing_tonight{background:#f3e6c8}.within_noise{background:#fff}
+.warn{color:#8a5a00}img{max-width:100%;border:1px solid #ddd;margin:6px 0}
+"""
+
+_SCRIPT = """
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  document.body.setAttribute('data-images-loaded', ok + '/' + imgs.length);
+});
+"""
+
+
+def _png(fig: plt.Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _marks(reports: list[NightReport], metric: str) -> dict[str, dict[date, str]]:
+    out: dict[str, dict[date, str]] = {}
+    for rep in reports:
+        for v in rep.variants:
+            for j in v.judgements:
+                if j.metric == metric and j.verdict in (REGRESSION, IMPROVEMENT):
+                    out.setdefault(v.variant, {})[rep.night] = j.verdict
+    return out
+
+
+def _throughput(entries: list[VariantNight]) -> tuple[str, dict[int, float | None]]:
+    stepped = [e for e in entries if e.step]
+    if stepped and all(e.tokens_per_s_per_gpu for e in stepped):
+        return "tokens/s/GPU", {id(e): e.tokens_per_s_per_gpu for e in stepped}
+    return "iterations/s (1000 / median step time in ms)", {id(e): 1000.0 / e.step.value for e in stepped}
+
+
+def _group_figure(group: str, variants: dict[str, list[VariantNight]], reports: list[NightReport]) -> str:
+    fig, (ax_t, ax_s) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    label, values = _throughput([e for es in variants.values() for e in es])
+    marks_t, marks_s = _marks(reports, STEP_TIME), _marks(reports, SPEEDUP)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, es) in enumerate(sorted(variants.items())):
+        color = colors[i % len(colors)]
+        pts = [(e.night, values[id(e)]) for e in es if id(e) in values]
+        if pts:
+            ax_t.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, label=name, ms=4)
+        sp = [(e.night, e.speedup.value) for e in es if e.speedup]
+        if sp:
+            ax_s.plot([p[0] for p in sp], [p[1] for p in sp], "o-", color=color, label=name, ms=4)
+        for ax, pts_, marks in ((ax_t, pts, marks_t), (ax_s, sp, marks_s)):
+            lookup = dict(pts_)
+            for verdict, style in ((REGRESSION, dict(marker="x", color="red", s=140, linewidths=3, zorder=5)),
+                                   (IMPROVEMENT, dict(marker="^", color="green", s=110, zorder=5))):
+                hit = [n for n, v in marks.get(name, {}).items() if v == verdict and n in lookup]
+                if hit:
+                    ax.scatter(hit, [lookup[n] for n in hit], **style)
+    ax_t.set_ylabel(label)
+    ax_t.set_title(f"group {group or '(no extra axes)'}: throughput (red x = regression, green ^ = improvement)")
+    ax_s.axhline(1.0, color="#888", lw=1, ls="--")
+    ax_s.set_ylabel("speedup over baseline (x)")
+    ax_s.set_title("speedup over the group's baseline (baseline / variant median step time)")
+    for ax in (ax_t, ax_s):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8, loc="best")
+    fig.autofmt_xdate()
+    return _png(fig)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def _row(variant: str, group: str, j: MetricJudgement) -> str:
+    unit = "ms" if j.metric == STEP_TIME else "x"
+    p = lambda v: "" if v is None else f"{v:.3g}"  # noqa: E731
+    cells = [f'<td class="l">{html.escape(variant)}</td>', f'<td class="l">{html.escape(group)}</td>',
+             f'<td class="l">{j.metric}</td>', f"<td>{_fmt(j.tonight, '.4g')} {unit if j.tonight else ''}</td>",
+             f"<td>{_fmt(j.baseline, '.4g')}</td>", f"<td>{_fmt(j.change, '+.1%')}</td>",
+             f"<td>{_fmt(j.spread, '.1%')}</td>", f"<td>{_fmt(j.z, '+.1f')}</td>", f"<td>{p(j.p_runs)}</td>",
+             f"<td>{p(j.p_iterations)}</td>", f'<td class="{j.verdict}">{j.verdict}</td>',
+             f'<td class="note">{html.escape(j.note)}</td>']
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def render_trend_page(history: SeriesHistory, reports: list[NightReport], out: Path) -> Path:
+    """Render the page for ``history`` with one report per shown night (oldest first; the last is "tonight").
+
+    Writes ``out`` atomically (temp file + ``os.replace``) and returns it. Raises ``ValueError`` when ``reports``
+    is empty.
+    """
+    if not reports:
+        raise ValueError("render_trend_page needs at least one night's report")
+    tonight = reports[-1]
+    shown = {r.night for r in reports}
+    groups: dict[str, dict[str, list[VariantNight]]] = {}
+    for e in history.entries:
+        if e.night in shown:
+            groups.setdefault(e.group_key, {}).setdefault(e.variant, []).append(e)
+    cfg = tonight.config
+    head = (f"<h1>Nightly history: {html.escape(str(history.series))}</h1>"
+            f"<p>Night <b>{tonight.night}</b> (sweeps: {html.escape(', '.join(tonight.sweep_ids) or 'none')}); "
+            f"{len(reports)} night(s) shown, {reports[0].night} to {tonight.night}. Rolling baseline: the last "
+            f"{cfg.window} good nights; threshold ±{cfg.threshold:.0%}, noise {cfg.noise_k:g} x night-to-night "
+            f"spread, Mann-Whitney alpha {cfg.alpha:g}. Generated {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.</p>"
+            f"<p id='verdict-summary'><b>{len(tonight.regressions)}</b> regression(s), "
+            f"<b>{len(tonight.improvements)}</b> improvement(s); exit code {tonight.exit_code}.</p>")
+    warn = "".join(f"<li class='warn'>{html.escape(w)}</li>" for w in tonight.warnings)
+    rows = "".join(_row(v.variant, v.group_key, j) for v in tonight.variants for j in v.judgements)
+    table = ("<h2>Tonight against the rolling baseline</h2><table id='tonight'><thead><tr><th>variant</th>"
+             "<th>group</th><th>metric</th><th>tonight</th><th>baseline</th><th>change</th><th>spread</th>"
+             "<th>z</th><th>p (runs)</th><th>p (iterations)</th><th>verdict</th><th>why</th></tr></thead>"
+             f"<tbody>{rows}</tbody></table>")
+    retired = (f"<p>Retired (in the history, absent from tonight and from the last {cfg.window} nights): "
+               f"{html.escape(', '.join(tonight.retired))}</p>") if tonight.retired else ""
+    plots = "".join(
+        f"<h2>Group {html.escape(g or '(no extra axes)')}</h2>"
+        f"<img class='trend' alt='throughput and speedup of group {html.escape(g)}' "
+        f"src='data:image/png;base64,{_group_figure(g, vs, reports)}'>"
+        for g, vs in sorted(groups.items()))
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Nightly history "
+            f"{html.escape(str(history.series))} {tonight.night}</title><style>{_CSS}</style>"
+            f"<script>{_SCRIPT}</script></head><body>{head}"
+            f"{'<ul>' + warn + '</ul>' if warn else ''}{table}{retired}{plots}</body></html>")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
