@@ -1,0 +1,497 @@
+"""``action=run|status|collect|cancel``: submit, track, collect, analyse, open gates, resume (CONTRACTS §1-§5).
+
+Flow of ``run``: write the plan -> (``preflight=container``: one validate job first) -> submit the open stages ->
+track with live progress -> collect logs and effective configs into ``variants/<v>/attempt-<k>/`` -> analyse ->
+open gates and submit the next stage -> final report. ``detach=true`` (Slurm) returns once the jobs are queued;
+``action=collect`` finishes such a sweep later, from any shell.
+
+The final state of a run combines the scheduler's state, the exit code and the log's own evidence: the scheduler
+state only fills the manifest's scheduling status; the run outcome comes from the analysis (CASES C08).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments import manifest
+from experiments.config import ConfigError
+from experiments.records import GOOD_OUTCOMES
+from launchers.attempts import RunRef, latest_attempts, new_attempts, set_attempt, set_variant_status
+from launchers.backend import TERMINAL_APPSTATES, Backend, JobState
+from launchers.progress import Display, RunView, median_step_ms, read_tail, update_from_log
+
+EXIT_OK, EXIT_USAGE, EXIT_FAILED, EXIT_INFRA, EXIT_INTERRUPTED = 0, 2, 3, 5, 130
+_APP_TO_MANIFEST = {"PENDING": "submitted", "SUBMITTED": "submitted", "RUNNING": "running",
+                    "SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled"}
+
+
+# ----------------------------------------------------------------------------------------------- entry points
+def run_new(plan, argv: list[str]) -> int:
+    """``action=run`` for a new sweep: write the plan, then submit, track, collect and analyse."""
+    from experiments.plan import write_plan
+    from experiments.report_plan import print_plan
+
+    sweep_dir = write_plan(plan, argv)
+    print_plan(plan, sweep_dir)
+    return _drive(sweep_dir, plan.settings, resume=False)
+
+
+def run_action(action: str, argv: list[str]) -> int:
+    """``status``, ``collect``, ``cancel`` for ``sweep_id=``, and ``run`` with an existing id (resume)."""
+    from experiments.compose import compose_overrides
+    from experiments.plan import SweepSettings
+
+    settings = SweepSettings.from_cfg(compose_overrides(argv).base)
+    sweep_dir = find_sweep(settings)
+    if action == "status":
+        return show_status(sweep_dir)
+    if action == "cancel":
+        return cancel_sweep(sweep_dir)
+    return _drive(sweep_dir, settings, resume=True, collect_only=action == "collect")
+
+
+def find_sweep(settings) -> Path:
+    """The folder of ``sweep_id=`` (``output_dir`` or ``results/*/<id>``). Raises ConfigError if unknown."""
+    if settings.output_dir and (Path(settings.output_dir) / "manifest.json").exists():
+        return Path(settings.output_dir)
+    if not settings.sweep_id:
+        raise ConfigError("this action needs sweep_id=<YYYYmmdd-HHMMSSZ-xxxxxx> (or output_dir= of a sweep)")
+    hits = sorted(Path(settings.results_root).glob(f"*/{settings.sweep_id}/manifest.json"))
+    if not hits:
+        known = sorted(p.parent.name for p in Path(settings.results_root).glob("*/*/manifest.json"))[-10:]
+        raise ConfigError(f"sweep_id={settings.sweep_id} not found under {settings.results_root}/*/. "
+                          f"Known sweeps: {', '.join(known) or 'none'}")
+    return hits[0].parent
+
+
+# ----------------------------------------------------------------------------------------------- backends
+def make_backend(sweep_dir: Path, m: dict[str, Any]) -> Backend:
+    """The backend for the sweep's cluster profile (local or Slurm)."""
+    cfg = m["config"]
+    cluster = cfg["cluster"]
+    hold = float((cfg.get("payload") or {}).get("hold_s") or 0)
+    env = {str(k): str(v) for k, v in (cluster.get("env_vars") or {}).items()}
+    if cluster["executor"] == "local":
+        from launchers.backend import LocalBackend
+
+        gpus = _first_variant_json(sweep_dir, m)["cluster"]["gpus_per_node"] if m["mode"] == "train" else 0
+        return LocalBackend(sweep_dir, int(gpus or 0), env, hold)
+    from launchers.slurm_backend import SlurmBackend
+
+    return SlurmBackend(sweep_dir, m, hold)
+
+
+def _first_variant_json(sweep_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
+    for v in m["variants"]:
+        p = sweep_dir / "variants" / v["name"] / "variant.json"
+        if p.exists():
+            return json.loads(p.read_text())
+    return {"cluster": {"gpus_per_node": 0}}
+
+
+# ----------------------------------------------------------------------------------------------- the driver
+def _drive(sweep_dir: Path, settings, resume: bool, collect_only: bool = False) -> int:
+    m = manifest.load(sweep_dir)
+    try:
+        backend = make_backend(sweep_dir, m)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - infrastructure (sbatch missing, tunnel down)
+        print(f"error: cannot set up the executor: {e}", file=sys.stderr)
+        return EXIT_INFRA
+    views: dict[str, RunView] = {}
+    display = Display(f"sweep {m['sweep_id']} ({m['name']}, {m['cluster']}, mode={m['mode']})")
+    try:
+        if not collect_only:
+            if m.get("preflight") == "container" and not resume:
+                _container_preflight(sweep_dir, backend, display)
+            pending = _runs_to_submit(sweep_dir)
+            _track(sweep_dir, backend, pending, views, display, settings)
+        else:
+            _reattach(sweep_dir, backend, views, display, settings)
+        # gates: analyse what ran, open the next stage, run it
+        for _ in range(5):
+            _collect_all(sweep_dir, backend, views)
+            opened = _open_gates(sweep_dir)
+            if not opened:
+                break
+            _track(sweep_dir, backend, _runs_to_submit(sweep_dir), views, display, settings)
+        _collect_all(sweep_dir, backend, views)
+    except KeyboardInterrupt:
+        display.close(list(views.values()))
+        _interrupt(sweep_dir, backend, views)
+        return EXIT_INTERRUPTED
+    display.close(list(views.values()))
+    rc = analyse(sweep_dir)
+    if m["config"].get("history", {}).get("enabled"):
+        rc = max(rc, _record_history(sweep_dir, m))
+    return rc
+
+
+def _runs_to_submit(sweep_dir: Path) -> list[tuple[str, int]]:
+    """Runs of open stages whose latest attempt is missing or did not succeed (what a resume resubmits)."""
+    m = manifest.load(sweep_dir)
+    latest = latest_attempts(m)
+    status = {v["name"]: v["status"] for v in m["variants"]}
+    outcome = _outcomes(sweep_dir)
+    todo = []
+    for r in m["runs"]:
+        key = (r["variant"], r["repeat"])
+        if status.get(r["variant"]) != "planned":
+            continue
+        a = latest.get(key)
+        if a is None or a["status"] == "planned":
+            todo.append(key)
+        elif a["status"] in ("failed", "cancelled", "timeout", "lost") or (
+                a["status"] == "succeeded" and outcome.get((key, a["attempt"]), "ok") not in GOOD_OUTCOMES):
+            todo.append(key)
+    return todo
+
+
+def _outcomes(sweep_dir: Path) -> dict[tuple[tuple[str, int], int], str]:
+    """Run outcomes from the analysis' run.json files: ((variant, repeat), attempt) -> status."""
+    out = {}
+    for p in Path(sweep_dir).glob("variants/*/attempt-*/run.json"):
+        try:
+            d = json.loads(p.read_text())
+            out[((d["variant"], int(d.get("repeat") or 0)), int(d["attempt"]))] = d["status"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _track(sweep_dir: Path, backend: Backend, runs: list[tuple[str, int]], views: dict[str, RunView],
+           display: Display, settings) -> None:
+    """Submit ``runs`` (respecting the backend's concurrency) and poll until every one is final."""
+    if not runs:
+        return
+    m = manifest.load(sweep_dir)
+    refs = [r for r in new_attempts(sweep_dir, runs) if r.variant in {v["name"] for v in m["variants"]}]
+    queue = list(refs)
+    active: list[RunRef] = []
+    limit = backend.max_concurrent or len(refs)
+    time_limit = _time_limit_s(m)
+    started: dict[str, float] = {}
+    for r in refs:
+        views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat)
+    while queue or active:
+        while queue and len(active) < limit:
+            ref = queue.pop(0)
+            vj = sweep_dir / "variants" / ref.variant / "variant.json"
+            try:
+                st = backend.launch(ref, vj, m["mode"])
+            except ConfigError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a refused submission fails this run only
+                set_attempt(sweep_dir, ref, status="failed", add_flags=["submit_failed"], note=str(e)[:500])
+                views[ref.task].state, views[ref.task].note = "failed", f"submit: {e}"[:80]
+                continue
+            set_attempt(sweep_dir, ref, status="submitted", job_id=st.job_id, submitted=_now())
+            views[ref.task].state, views[ref.task].job_id = "submitted", st.job_id
+            started[ref.task] = time.monotonic()
+            active.append(ref)
+        for ref in list(active):
+            st = backend.poll(ref)
+            view = views[ref.task]
+            update_from_log(view, read_tail(backend.log_files(ref)))
+            status = _APP_TO_MANIFEST.get(st.state, view.state)
+            if st.job_id:
+                view.job_id = st.job_id
+            if status != view.state and status in ("running", "submitted"):
+                set_attempt(sweep_dir, ref, status=status, job_id=view.job_id)
+            view.state = status
+            _check_hang_and_limit(sweep_dir, backend, ref, view, settings, started, time_limit)
+            if st.state in TERMINAL_APPSTATES or view.state in ("timeout", "cancelled", "lost"):
+                final = view.state if view.state in ("timeout", "cancelled", "lost") else status
+                set_attempt(sweep_dir, ref, status=final, exit_code=st.exit_code)
+                _collect(sweep_dir, backend, ref)
+                active.remove(ref)
+            elif st.state == "UNKNOWN" and st.detail == "vanished":
+                set_attempt(sweep_dir, ref, status="lost")
+                view.state = "lost"
+                _collect(sweep_dir, backend, ref)
+                active.remove(ref)
+        display.update(list(views.values()))
+        if queue or active:
+            time.sleep(settings.poll_s)
+
+
+def _check_hang_and_limit(sweep_dir, backend, ref, view, settings, started, time_limit) -> None:
+    """Suspected hang (CASES C09): no new iteration for max(hang_min_s, 5 x median step); local time limit."""
+    if view.state != "running":
+        return
+    med = median_step_ms(view)
+    if view.iteration is not None:
+        threshold = max(settings.hang_min_s, 5 * (med or 0) / 1000.0)
+        if time.monotonic() - view.last_change > threshold and "suspected_hang" not in view.note:
+            view.note = f"suspected hang: no iteration for {threshold:.0f} s"
+            set_attempt(sweep_dir, ref, add_flags=["suspected_hang"])
+            if settings.hang_action == "cancel":
+                backend.cancel(ref)
+                view.state = "cancelled"
+    if time_limit and getattr(backend, "enforce_time_limit", True) and isinstance(backend.max_concurrent, int):
+        if time.monotonic() - started.get(ref.task, time.monotonic()) > time_limit:
+            backend.cancel(ref)
+            view.state, view.note = "timeout", "local time limit reached"
+            set_attempt(sweep_dir, ref, add_flags=["time_limit"])
+
+
+def _time_limit_s(m: dict[str, Any]) -> int | None:
+    from experiments.config import ClusterConfig
+
+    try:
+        return ClusterConfig.time_limit_s.fget(type("C", (), {"time_limit": m["config"]["cluster"]["time_limit"]}))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _collect(sweep_dir: Path, backend: Backend, ref: RunRef) -> None:
+    """Copy the attempt's log files and effective_config.json into ``variants/<v>/attempt-<k>/`` (never
+    overwriting a file already collected) and merge the payload's adjustments into the manifest."""
+    adir = ref.attempt_dir(sweep_dir)
+    logs = adir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for src in backend.log_files(ref):
+        dst = logs / _log_name(src, ref)
+        if src.exists() and not dst.exists():
+            shutil.copyfile(src, dst)
+    eff = backend.payload_out(ref) / "effective_config.json"
+    if eff.exists() and not (adir / "effective_config.json").exists():
+        shutil.copyfile(eff, adir / "effective_config.json")
+        try:
+            adj = json.loads(eff.read_text()).get("adjustments") or []
+        except ValueError:
+            adj = []
+        if adj:
+            def change(mm: dict[str, Any]) -> None:
+                v = manifest.find_variant(mm, ref.variant)
+                known = {json.dumps(a, sort_keys=True) for a in v.get("adjustments", [])}
+                v["adjustments"] = v.get("adjustments", []) + [a for a in adj if json.dumps(a, sort_keys=True)
+                                                               not in known]
+            manifest.update(sweep_dir, change)
+
+
+def _log_name(src: Path, ref: RunRef) -> str:
+    if src.name in ("combined.log", "stdout.log", "stderr.log"):
+        return f"{ref.task}_{src.parent.name}_{src.name}"
+    return src.name
+
+
+def _collect_all(sweep_dir: Path, backend: Backend, views: dict[str, RunView]) -> None:
+    m = manifest.load(sweep_dir)
+    for v in m["variants"]:
+        for a in v.get("attempts", []):
+            if a["status"] in ("succeeded", "failed", "cancelled", "timeout", "lost"):
+                _collect(sweep_dir, backend, RunRef(v["name"], a["repeat"], a["attempt"]))
+
+
+def _reattach(sweep_dir, backend, views, display, settings) -> None:
+    """``collect``: wait for the unfinished attempts of a detached sweep (Slurm), updating the manifest."""
+    m = manifest.load(sweep_dir)
+    live = [(v["name"], a) for v in m["variants"] for a in v.get("attempts", [])
+            if a["status"] in ("submitted", "running")]
+    if not live:
+        return
+    refs = [RunRef(n, a["repeat"], a["attempt"]) for n, a in live]
+    for r, (_, a) in zip(refs, live, strict=True):
+        views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat, job_id=a.get("job_id"), state=a["status"])
+    while refs:
+        for ref in list(refs):
+            st: JobState = backend.poll(ref)
+            view = views[ref.task]
+            update_from_log(view, read_tail(backend.log_files(ref)))
+            if st.state in TERMINAL_APPSTATES or st.detail == "vanished":
+                final = "lost" if st.detail == "vanished" else _APP_TO_MANIFEST[st.state]
+                set_attempt(sweep_dir, ref, status=final, exit_code=st.exit_code)
+                view.state = final
+                _collect(sweep_dir, backend, ref)
+                refs.remove(ref)
+            else:
+                view.state = _APP_TO_MANIFEST.get(st.state, view.state)
+        display.update(list(views.values()))
+        if refs:
+            time.sleep(settings.poll_s)
+
+
+def _interrupt(sweep_dir: Path, backend: Backend, views: dict[str, RunView]) -> None:
+    """Ctrl-C (CONTRACTS §5): locally cancel the running runs and mark them cancelled; on Slurm detach."""
+    m = manifest.load(sweep_dir)
+    local = m["config"]["cluster"]["executor"] == "local"
+    for v in m["variants"]:
+        for a in v.get("attempts", []):
+            if a["status"] in ("submitted", "running", "planned"):
+                ref = RunRef(v["name"], a["repeat"], a["attempt"])
+                if local:
+                    backend.cancel(ref)
+                    set_attempt(sweep_dir, ref, status="cancelled", add_flags=["interrupted"])
+                    _collect(sweep_dir, backend, ref)
+    where = "cancelled the local runs" if local else \
+        f"detached; the jobs go on. Finish later with: python -m experiments.sweep action=collect sweep_id={m['sweep_id']}"
+    print(f"interrupted: {where}", file=sys.stderr)
+
+
+def _container_preflight(sweep_dir: Path, backend: Backend, display: Display) -> None:
+    """``preflight=container``: one job runs the payload's validate mode for every kept variant, before any
+    training job. A variant that fails is marked pruned with the library's message and never trained."""
+    m = manifest.load(sweep_dir)
+    names = [v["name"] for v in m["variants"] if v["status"] in ("planned", "gated")]
+    if not names:
+        return
+    ref = RunRef("_preflight", 0, 1)
+    out = sweep_dir / "preflight"
+    args = [str(sweep_dir / "variants" / n / "variant.json") for n in names] + ["--out", str(out)]
+    view = RunView(ref.task, "container preflight", 1, 0, state="submitted")
+    st = backend.launch_module(ref, "experiments.payload.validate_all", args)
+    view.job_id = st.job_id
+    while True:
+        st = backend.poll(ref)
+        view.state = _APP_TO_MANIFEST.get(st.state, view.state)
+        display.update([view])
+        if st.state in TERMINAL_APPSTATES or st.detail == "vanished":
+            break
+        time.sleep(1.0)
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for src in backend.log_files(ref):
+        if src.exists():
+            shutil.copyfile(src, logs / _log_name(src, ref))
+    pruned = []
+    for n in names:
+        eff = out / n / "effective_config.json"
+        try:
+            checks = json.loads(eff.read_text())["checks"]
+        except (OSError, ValueError, KeyError):
+            checks = {"verdict": "fail", "messages": [f"no effective_config.json from the preflight job ({eff})"]}
+        if checks.get("verdict") != "pass":
+            msg = "; ".join(checks.get("messages") or ["validate mode failed"])
+            set_variant_status(sweep_dir, [n], "pruned", f"[container_preflight] {msg}")
+            pruned.append(n)
+    if pruned:
+        print(f"container preflight pruned: {', '.join(pruned)}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------- gates
+def _open_gates(sweep_dir: Path) -> bool:
+    """Open gated variants whose gate passed (-> planned), close the rest (-> skipped). True if any opened.
+
+    Gate ``overlap_passed`` (CONTRACTS §2): the same dispatcher's overlap variant (overlap on, delay_wgrad off,
+    same group) has every latest run ok/ok_with_warning/validated, its comparison verdict is not ``slower`` and
+    its loss parity is not failed. In validate mode there are no timings, so ``validated`` suffices.
+    """
+    m = manifest.load(sweep_dir)
+    gated = [v for v in m["variants"] if v["status"] == "gated"]
+    if not gated:
+        return False
+    summary = _summary(sweep_dir)
+    runs = summary.get("runs", []) if summary else []
+    comps = {c["variant"]: c for c in (summary.get("comparisons", []) if summary else [])}
+    opened, closed = [], []
+    for g in gated:
+        peer = next((v for v in m["variants"] if v["dispatcher"] == g["dispatcher"] and v["overlap"]
+                     and not v["delay_wgrad"] and v.get("group") == g.get("group")), None)
+        reason = _gate_reason(peer, runs, comps)
+        (closed if reason else opened).append((g["name"], reason))
+    if opened:
+        set_variant_status(sweep_dir, [n for n, _ in opened], "planned")
+    for n, reason in closed:
+        set_variant_status(sweep_dir, [n], "skipped", f"gate overlap_passed closed: {reason}")
+
+    def mark(mm: dict[str, Any]) -> None:
+        for s in mm.get("stages", []):
+            if s.get("gate"):
+                s["status"] = "open" if opened else "closed"
+    manifest.update(sweep_dir, mark)
+    return bool(opened)
+
+
+def _gate_reason(peer, runs, comps) -> str | None:
+    if peer is None:
+        return "the sweep has no overlap variant of this dispatcher"
+    if peer["status"] == "pruned":
+        return f"{peer['name']} was pruned"
+    mine = [r for r in runs if r.get("variant") == peer["name"]]
+    if not mine:
+        return f"{peer['name']} has no analysed run"
+    bad = [r for r in mine if r.get("status") not in GOOD_OUTCOMES]
+    if bad:
+        return f"{peer['name']} run status {bad[0].get('status')} ({bad[0].get('reason')})"
+    c = comps.get(peer["name"])
+    if c and c.get("verdict") == "slower":
+        return f"{peer['name']} is slower than the baseline"
+    if c and (c.get("loss_parity") or {}).get("ok") is False:
+        return f"{peer['name']} loss diverged from the baseline"
+    return None
+
+
+def _summary(sweep_dir: Path) -> dict[str, Any] | None:
+    analyse(sweep_dir, quiet=True)
+    p = sweep_dir / "report" / "summary.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------------------------- analysis etc.
+def analyse(sweep_dir: Path, quiet: bool = False) -> int:
+    """Run the analysis stage on the sweep folder; returns its exit code (CONTRACTS §5)."""
+    from analysis.report import main as report_main
+
+    args = [str(sweep_dir)] + (["--quiet"] if quiet else [])
+    try:
+        return int(report_main(args) or 0)
+    except SystemExit as e:  # argparse-style exits
+        return int(e.code or 0)
+
+
+def _record_history(sweep_dir: Path, m: dict[str, Any]) -> int:
+    from analysis.history.cli import record_and_judge
+
+    return record_and_judge(sweep_dir, m)
+
+
+def show_status(sweep_dir: Path) -> int:
+    """``action=status``: the run table of any sweep, from any shell (scheduler state refreshed for Slurm)."""
+    m = manifest.load(sweep_dir)
+    views = []
+    for v in m["variants"]:
+        if not v.get("attempts"):
+            views.append(RunView(v["name"], v["name"], 0, 0, state=v["status"],
+                                 note="; ".join(v.get("reasons", []))[:100]))
+        for a in v.get("attempts", []):
+            ref = RunRef(v["name"], a["repeat"], a["attempt"])
+            view = RunView(ref.task, v["name"], a["attempt"], a["repeat"], job_id=a.get("job_id"), state=a["status"],
+                           note=",".join(a.get("flags", [])))
+            logs = sorted((ref.attempt_dir(sweep_dir) / "logs").glob("*"))
+            update_from_log(view, read_tail(logs))
+            views.append(view)
+    d = Display(f"sweep {m['sweep_id']} ({m['name']}, {m['cluster']}, mode={m['mode']})")
+    d.close(views)
+    return EXIT_OK
+
+
+def cancel_sweep(sweep_dir: Path) -> int:
+    """``action=cancel``: cancel every unfinished job of the sweep and mark it cancelled."""
+    m = manifest.load(sweep_dir)
+    backend = make_backend(sweep_dir, m)
+    n = 0
+    for v in m["variants"]:
+        for a in v.get("attempts", []):
+            if a["status"] in ("planned", "submitted", "running"):
+                ref = RunRef(v["name"], a["repeat"], a["attempt"])
+                backend.cancel(ref)
+                set_attempt(sweep_dir, ref, status="cancelled", add_flags=["cancelled_by_user"])
+                n += 1
+    print(f"cancelled {n} unfinished run(s) of sweep {m['sweep_id']}")
+    return EXIT_OK
+
+
+def _now() -> str:
+    from launchers.attempts import now_iso
+
+    return now_iso()
