@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The main-job command (README): set up .venv on a fresh machine (orchestrator + torch + megatron-core for the
+# embedded local run's real validate mode), then run `python -m experiments.sweep` with your overrides.
+#   bash scripts/sweep.sh                         # the embedded default: tiny_moe, cluster=local, sweep=isolation
+#   bash scripts/sweep.sh action=plan cluster=h100_slurm model=qwen3_30b_a3b
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh megatron
+exec .venv/bin/python -m experiments.sweep "$@"
