@@ -36,8 +36,8 @@ _CSS = """
 body{font-family:DejaVu Sans,Arial,sans-serif;margin:24px;color:#222;max-width:1300px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f0f0f0}
-td.l{text-align:left}td.note{text-align:left;font-size:11px;color:#555;max-width:420px}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}th{background:#f0f0f0}
+td.l{text-align:left}td.note{text-align:left;font-size:11px;color:#555;white-space:normal;min-width:300px}
 .regression{background:#f8d0d0;font-weight:bold}.improvement{background:#d3f0d3}
 .new_variant{background:#e0e8f8}.missing_tonight{background:#f3e6c8}.within_noise{background:#fff}
 .warn{color:#8a5a00}img{max-width:100%;border:1px solid #ddd;margin:6px 0}
@@ -54,7 +54,7 @@ window.addEventListener('load', function () {
 
 def _png(fig: plt.Figure) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -77,7 +77,7 @@ def _throughput(entries: list[VariantNight]) -> tuple[str, dict[int, float | Non
 
 
 def _group_figure(group: str, variants: dict[str, list[VariantNight]], reports: list[NightReport]) -> str:
-    fig, (ax_t, ax_s) = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    fig, (ax_t, ax_s) = plt.subplots(2, 1, figsize=(12, 7.5), sharex=True)
     label, values = _throughput([e for es in variants.values() for e in es])
     marks_t, marks_s = _marks(reports, STEP_TIME), _marks(reports, SPEEDUP)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -101,10 +101,12 @@ def _group_figure(group: str, variants: dict[str, list[VariantNight]], reports: 
     ax_s.axhline(1.0, color="#888", lw=1, ls="--")
     ax_s.set_ylabel("speedup over baseline (x)")
     ax_s.set_title("speedup over the group's baseline (baseline / variant median step time)")
+    last = reports[-1].night
     for ax in (ax_t, ax_s):
         ax.grid(alpha=0.3)
+        ax.axvline(last, color="#bbb", lw=6, alpha=0.4, zorder=0)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="best")
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.autofmt_xdate()
     return _png(fig)
 
@@ -164,11 +166,19 @@ def render_trend_page(history: SeriesHistory, reports: list[NightReport], out: P
             f"{html.escape(str(history.series))} {tonight.night}</title><style>{_CSS}</style>"
             f"<script>{_SCRIPT}</script></head><body>{head}"
             f"{'<ul>' + warn + '</ul>' if warn else ''}{table}{retired}{plots}</body></html>")
+    return atomic_write_text(out, page)
+
+
+def atomic_write_text(out: Path, content: str) -> Path:
+    """Write ``content`` to ``out`` through a temp file in the same folder and ``os.replace``; return ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
+            fh.write(content)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be read by others
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
