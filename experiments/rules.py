@@ -116,6 +116,10 @@ def _scope(ctx: RuleContext) -> list[str]:
     return [s] if isinstance(s, str) else list(s)
 
 
+def _graphs(ctx: RuleContext) -> bool:
+    return ctx.cuda_graph_impl in ("local", "transformer_engine")
+
+
 def _dp(ctx: RuleContext) -> int | None:
     mp = ctx.tensor_model_parallel_size * ctx.pipeline_model_parallel_size * ctx.context_parallel_size
     if not ctx.world_size or ctx.world_size % mp:
@@ -137,6 +141,7 @@ def _pipeline_layers_ok(ctx: RuleContext) -> bool:
     return layers >= 0 and layers % (stages * vpp) == 0
 
 
+GRAPHS = "Megatron-Core TransformerConfig CUDA-graph module checks (core 0.19)"
 OVERLAP = "Megatron-Core TransformerConfig overlap_moe_expert_parallel_comm checks (core 0.19)"
 BRIDGE_OVL = "Megatron-Bridge CommOverlapConfig._get_model_comm_overlap_cfgs (Bridge 0.6)"
 FLEX = "Megatron-Bridge flex_dispatcher_backend.validate_flex_dispatcher_backend (Bridge 0.6)"
@@ -212,6 +217,19 @@ RULES: tuple[Rule, ...] = (
          lambda c: c.cuda_graph_impl == "transformer_engine",
          lambda c: "on Megatron-Core 0.16/0.17, overlap needs cuda_graph_impl none or transformer_engine",
          "Megatron-Core 0.16/0.17 TransformerConfig"),
+    # --- CUDA-graph scopes on an all-MoE model (held against real core by the conformance test)
+    Rule("graph_scope_moe_router_both", "core", lambda c: _graphs(c),
+         lambda c: not {"moe", "moe_router"} <= set(_scope(c)),
+         lambda c: "cuda_graph_modules must not contain both moe and moe_router.", GRAPHS),
+    Rule("graph_scope_preprocess", "core", lambda c: _graphs(c) and "moe_preprocess" in _scope(c),
+         lambda c: c.cuda_graph_impl == "local" or "moe_router" in _scope(c),
+         lambda c: "moe_preprocess cuda graph is only supported with moe_router cuda graph.", GRAPHS),
+    Rule("graph_scope_mlp", "core", lambda c: _graphs(c) and c.num_moe_experts > 1, lambda c: "mlp" not in _scope(c),
+         lambda c: "mlp cuda graph is only supported for dense layers, but not found in the model. "
+                   "(every layer of these model profiles is an MoE layer)", GRAPHS),
+    Rule("graph_scope_moe", "core", lambda c: _graphs(c) and c.num_moe_experts > 1, lambda c: "moe" not in _scope(c),
+         lambda c: "moe cuda graph is only supported with drop-padding MoE. (use moe_router/moe_preprocess)",
+         GRAPHS),
     Rule("overlap_max_connections", "env", ovl,
          lambda c: str(c.env.get("CUDA_DEVICE_MAX_CONNECTIONS", "")).strip().isdigit()
          and int(c.env["CUDA_DEVICE_MAX_CONNECTIONS"]) > 1,
@@ -264,9 +282,9 @@ RULES: tuple[Rule, ...] = (
          lambda c: f"ETP*EP*PP = {c.expert_tensor_parallel_size}*{c.expert_model_parallel_size}*"
                    f"{c.pipeline_model_parallel_size} does not divide the world size {c.world_size}",
          "Megatron-Core parallel_state.initialize_model_parallel (expert groups)"),
-    Rule("experts_ep", "core", always, lambda c: c.num_moe_experts % c.expert_model_parallel_size == 0,
+    Rule("experts_ep", "world", always, lambda c: c.num_moe_experts % c.expert_model_parallel_size == 0,
          lambda c: f"num_moe_experts={c.num_moe_experts} is not divisible by expert_model_parallel_size="
-                   f"{c.expert_model_parallel_size}", "Megatron-Core MoE layer (experts % EP)"),
+                   f"{c.expert_model_parallel_size}", "Megatron-Core MoELayer at model build (experts % EP)"),
     Rule("gbs_dp", "world", lambda c: _dp(c) is not None,
          lambda c: c.global_batch_size % (c.micro_batch_size * _dp(c)) == 0,
          lambda c: f"global_batch_size={c.global_batch_size} is not divisible by micro_batch_size*DP = "
