@@ -12,6 +12,7 @@ and subclasses (exit 5).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -95,10 +96,15 @@ def judge_night(url: str, night: date | str | None = None, *, preset: str | None
             raise HistoryInputError(f"night={night!r} is not a date like 2026-11-29") from None
     with HistoryStore(url, timeout_s=timeout_s) as store:
         series = _pick_series(store, night, preset, model, cluster)
-        if night is None:
-            night = store.nights(series)[-1]
+        latest = store.nights(series)[-1]
+        night = night or latest
         history = load_history(store, series, until=night, window=config.window)
-    return judge_history(history, night, config)
+    report = judge_history(history, night, config)
+    if latest > night:
+        report = replace(report, warnings=report.warnings + (
+            f"judging night {night}, which is earlier than the latest recorded night {latest} of {series}; the "
+            f"rolling baseline uses only the nights before {night}",))
+    return report
 
 
 def judge_sweep(url: str, sweep_id: str, *, config: HistoryConfig | None = None,

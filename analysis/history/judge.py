@@ -170,9 +170,6 @@ def judge_history(history: SeriesHistory, night: date, config: HistoryConfig | N
         raise HistoryInputError(f"nothing of {history.series} was recorded on night {night}; recorded nights "
                                 f"(latest 10): {shown}")
     warnings = []
-    if nights[-1] > night:
-        warnings.append(f"judging night {night}, which is earlier than the latest recorded night {nights[-1]} of "
-                        f"{history.series}; the rolling baseline uses only the nights before {night}")
     recent = set([n for n in nights if n < night][-config.window:])
     judged, retired = [], []
     for variant, mine in sorted(history.by_variant().items()):

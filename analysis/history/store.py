@@ -79,7 +79,10 @@ class HistoryStore:
         if self.is_sqlite:
             db = self.url.database
             if db and db != ":memory:" and not db.startswith("file:"):
-                Path(db).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    Path(db).parent.mkdir(parents=True, exist_ok=True)
+                except OSError as e:
+                    raise HistoryStoreError(f"cannot create the folder of the history database {db}: {e}") from None
             kw["connect_args"] = {"timeout": self.timeout_s}
         elif self.is_postgres:
             ms = int(self.timeout_s * 1000)
