@@ -1,0 +1,166 @@
+"""A submission batch: the NeMo-Run tasks (one Slurm job each) for a list of runs or commands.
+
+One batch is one NeMo-Run experiment with id ``<title>_<label>`` (NeMo-Run's ``{title}_{suffix}`` form, found
+again by ``Experiment.from_id``), in the sweep's NEMORUN_HOME. Task ``<name>`` of it lives in
+``<home>/experiments/<title>/<title>_<label>/<name>/`` (FACTS §5): ``code/`` (the git archive, plus the run's
+``variants/<variant>/variant.json``), ``out/`` (the payload's output folder), and NeMo-Run's
+``log-<job name>_<jobid>_<restart>.out`` rank logs and ``sbatch_<job name>_<jobid>.out``.
+
+Rendering and submitting build the batch through the same function, so the rendered script is the submitted one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launchers import cluster as cl
+from launchers.envvars import JobEnv, job_env, quote_args, quoted_env
+from launchers.errors import LaunchConfigError
+from launchers.slurm import JOB_NAME_PREFIX, check_path, default_python, slurm_executor
+from launchers.spec import JobCommand, RunSpec
+
+_LABEL = re.compile(r"^[A-Za-z0-9.-]{1,40}$")
+CONTAINER_JOB_ROOT = "/nemo_run"  # where pyxis mounts the task folder (NeMo-Run's RUNDIR_NAME)
+
+Item = RunSpec | JobCommand
+
+
+def experiment_id(title: str, label: str) -> str:
+    """``<title>_<label>``. ``label`` has no ``_`` (NeMo-Run splits the id at its last ``_``).
+
+    Raises:
+        LaunchConfigError: a label that is empty, too long or has characters other than ``[A-Za-z0-9.-]``.
+    """
+    if not _LABEL.match(label):
+        raise LaunchConfigError(f"batch label {label!r} must match [A-Za-z0-9.-]{{1,40}} (no '_')")
+    return f"{title}_{label}"
+
+
+def batch_label(stage: int, submission: int = 1) -> str:
+    """The label of the ``submission``-th batch of stage ``stage``: ``s1``, then ``s1.r2``, ``s1.r3`` (resumes)."""
+    return f"s{stage}" if submission <= 1 else f"s{stage}.r{submission}"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One NeMo-Run task (one Slurm job): its ``name``, ``script`` (run.Script), ``executor``, and ``item``.
+
+    ``job_dir`` is the task folder as the submitting machine writes it; ``job_root`` the same folder as the
+    job sees it (the real path, or ``/nemo_run`` in a container). ``files`` are (file, base) pairs shipped into
+    ``code/`` at their path relative to base.
+    """
+
+    name: str
+    script: Any
+    executor: Any
+    item: Item
+    job_dir: Path
+    job_root: str
+    files: tuple[tuple[Path, Path], ...] = ()
+
+    @property
+    def job_name(self) -> str:
+        """The Slurm job name (NeMo-Run prefixes the task name)."""
+        return f"{JOB_NAME_PREFIX}{self.name}"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The tasks of one NeMo-Run experiment ``exp_id`` (title ``title``) in NEMORUN_HOME ``home``."""
+
+    title: str
+    exp_id: str
+    home: Path
+    tasks: tuple[Task, ...]
+    env: JobEnv
+
+    @property
+    def exp_dir(self) -> Path:
+        """The experiment folder NeMo-Run writes (its ``<task>_sbatch.sh`` files sit here)."""
+        return self.home / "experiments" / self.title / self.exp_id
+
+
+def _shipped(variant_json: Path) -> tuple[Path, Path]:
+    """(file, base): ``variants/<v>/variant.json`` relative to the sweep folder when laid out so (CONTRACTS §3)."""
+    path = Path(os.path.abspath(variant_json))
+    if not path.is_file():
+        raise LaunchConfigError(f"variant file {path} does not exist (written by the planner: action=plan)")
+    base = path.parents[2] if path.parent.parent.name == "variants" else path.parent
+    return path, base
+
+
+def _remote_base(cluster: Any, home: Path) -> str:
+    """The experiments folder as the cluster sees it (``tunnel.job_dir`` over SSH)."""
+    if cl.tunnel_field(cluster, "kind", "local") == "ssh":
+        return str(cl.tunnel_field(cluster, "job_dir"))
+    return str(home / "experiments")
+
+
+def slurm_batch(
+    run: Any,
+    cluster: Any,
+    items: Sequence[Item],
+    *,
+    home: Path,
+    title: str,
+    label: str,
+    packager_for: Any = None,
+    python: str | None = None,
+    env: JobEnv | None = None,
+    time_limit_s: int | None = None,
+    srun_args: Sequence[str] = (),
+) -> Batch:
+    """Build the Slurm tasks of one batch (nothing is written or submitted).
+
+    ``packager_for(files)`` returns the packager of a task given its extra ``(file, base)`` pairs (default: the
+    no-op ``run.Packager()``; rendering needs no git). ``python``: the job's interpreter (default
+    :func:`launchers.slurm.default_python`). ``env``: the job environment (default: the profile's).
+
+    Raises:
+        LaunchConfigError: bad names or paths, duplicate task names, or a profile problem.
+    """
+    exp_id = experiment_id(title, label)
+    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    python = python or default_python(cluster)
+    container = bool(cl.get(cluster, "container_image"))
+    base = _remote_base(cluster, home)
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for item in items:
+        name = item.name
+        if name in seen:
+            raise LaunchConfigError(f"two runs of one batch are both named {name!r}")
+        seen.add(name)
+        job_root = CONTAINER_JOB_ROOT if container else os.path.join(base, title, exp_id, name)
+        check_path(job_root, "job folder")
+        extra_env: dict[str, str] = {}
+        files: tuple[tuple[Path, Path], ...] = ()
+        if isinstance(item, RunSpec):
+            shipped, ship_base = _shipped(item.variant_json)
+            files = ((shipped, ship_base),)
+            rel = shipped.relative_to(ship_base).as_posix()
+            argv = [python, *item.payload_args(f"{job_root}/code/{rel}", f"{job_root}/out")]
+        else:
+            argv = list(item.argv)
+            extra_env = dict(item.env)
+        packager = packager_for(files) if packager_for else run.Packager()
+        executor = slurm_executor(run, cluster, home=home, env=env, packager=packager,
+                                  time_limit_s=time_limit_s, srun_args=srun_args)
+        executor.env_vars.update(quoted_env(extra_env))
+        # `env` runs the command: NeMo-Run joins entrypoint and args with spaces, so every word is quoted here.
+        words = quote_args(argv)
+        script = run.Script(path=words[0], args=words[1:], entrypoint="env")
+        tasks.append(Task(name=name, script=script, executor=executor, item=item,
+                          job_dir=home / "experiments" / title / exp_id / name, job_root=job_root, files=files))
+    return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """``argv`` as one shell command line (what the local executor runs, for job.sh)."""
+    return shlex.join(list(argv))

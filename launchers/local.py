@@ -1,0 +1,162 @@
+"""``run.LocalExecutor`` (the embedded default, ``cluster=local``): torchrun over the local GPUs, or one process.
+
+With N >= 1 GPUs: NeMo-Run's torchrun launcher, ``--nproc-per-node N`` on one node (rendezvous on a free port,
+``localhost:0``). Without a GPU: one plain process (validate mode needs no ranks; CONTRACTS §1, §9).
+No packager: the job runs in the checkout itself, which need not be a git repository.
+
+NeMo-Run's torchrun component shell-quotes every argument although the local scheduler starts it without a
+shell (``'x y'`` arrives with its quotes), so paths given to a local run must be single plain words.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from launchers import cluster as cl
+from launchers.batch import Batch, Item, Task, experiment_id
+from launchers.envvars import JobEnv, job_env, mask_text
+from launchers.errors import LaunchConfigError
+from launchers.home import nemorun_home_path
+from launchers.slurm import check_path
+from launchers.spec import RunSpec
+
+RDZV_ID = 1  # fixed torchrun --rdzv-id (NeMo-Run picks a random one otherwise): the command is reproducible
+
+
+def detect_gpus() -> int:
+    """Number of GPUs this process may use: ``nvidia-smi -L`` lines, capped by ``CUDA_VISIBLE_DEVICES``; 0 without."""
+    smi = shutil.which("nvidia-smi")
+    count = 0
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=False).stdout
+            count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        except (OSError, subprocess.TimeoutExpired):
+            count = 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"]))
+    return count
+
+
+def local_gpus(cluster: Any, gpus: int | None = None) -> int:
+    """GPUs a local run uses: ``gpus`` if given, else ``cluster.gpus_per_node`` (``auto`` = detected).
+
+    Raises:
+        LaunchConfigError: a fixed number above what this machine has.
+    """
+    if gpus is not None:
+        return gpus
+    wanted = cl.get(cluster, "gpus_per_node", "auto")
+    found = detect_gpus()
+    if wanted == "auto":
+        return found
+    if int(wanted) > found:
+        raise LaunchConfigError(
+            f"cluster.gpus_per_node={wanted} but this machine has {found} usable GPU(s); "
+            "use cluster.gpus_per_node=auto or a smaller number"
+        )
+    return int(wanted)
+
+
+def _job_path() -> str:
+    """PATH for the job: this interpreter's folder first, so ``torchrun`` and ``python`` are the venv's."""
+    bindir = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    return path if bindir in path.split(os.pathsep) else os.pathsep.join([bindir, path])
+
+
+def local_executor(run: Any, cluster: Any, *, env: JobEnv, gpus: int) -> Any:
+    """A ``run.LocalExecutor``: torchrun with ``gpus`` processes, or one process when ``gpus`` is 0.
+
+    Only ``env.plain`` goes into the executor (NeMo-Run writes it into its config files); secrets reach the
+    process from this process's environment.
+    """
+    launcher = run.Torchrun(rdzv_id=RDZV_ID) if gpus >= 1 else None
+    env_vars = dict(env.plain)
+    env_vars["PATH"] = _job_path()
+    return run.LocalExecutor(ntasks_per_node=max(gpus, 1), nodes=1, launcher=launcher, env_vars=env_vars)
+
+
+def local_batch(
+    run: Any,
+    cluster: Any,
+    items: Sequence[Item],
+    *,
+    home: Path,
+    title: str,
+    label: str,
+    gpus: int,
+    python: str | None = None,
+    env: JobEnv | None = None,
+) -> Batch:
+    """The local tasks of one batch (nothing is written or started); see :func:`launchers.batch.slurm_batch`."""
+    exp_id = experiment_id(title, label)
+    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    python = python or sys.executable
+    tasks = []
+    for item in items:
+        job_dir = home / "experiments" / title / exp_id / item.name
+        if isinstance(item, RunSpec):
+            variant_json = check_path(Path(os.path.abspath(item.variant_json)), "variant file")
+            out_dir = check_path(job_dir / "out", "output folder")
+            args = item.payload_args(variant_json, out_dir)
+            script = run.Script(path=args[1], m=True, args=args[2:], entrypoint=python)
+        else:
+            argv = list(item.argv)
+            script = run.Script(path=argv[0], args=argv[1:], entrypoint="env")
+        executor = local_executor(run, cluster, env=env, gpus=gpus)
+        if not isinstance(item, RunSpec):
+            executor.env_vars.update(item.env)
+        tasks.append(Task(name=item.name, script=script, executor=executor, item=item, job_dir=job_dir,
+                          job_root=str(job_dir)))
+    return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
+
+
+def local_argv(run: Any, task: Task) -> list[str]:
+    """The exact command NeMo-Run's local scheduler starts for ``task`` (entrypoint + arguments)."""
+    from nemo_run.run.torchx_backend.packaging import package
+
+    app = package(task.name, task.script, task.executor, serialize_to_file=False,
+                  serialize_metadata_for_scripts=False)
+    role = app.roles[0]
+    return [role.entrypoint, *role.args]
+
+
+def render_local(
+    cluster: Any,
+    item: Item,
+    *,
+    state_dir: str | Path,
+    title: str = "sweep",
+    label: str = "s1",
+    gpus: int | None = None,
+    python: str | None = None,
+    env: JobEnv | None = None,
+    cwd: str | Path | None = None,
+) -> str:
+    """The local run as a shell script: its environment (secrets as ``***``), folder and exact command."""
+    from launchers.home import nemo_run
+
+    run = nemo_run()
+    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    n = local_gpus(cluster, gpus)
+    batch = local_batch(run, cluster, [item], home=nemorun_home_path(state_dir), title=title, label=label,
+                        gpus=n, python=python, env=env)
+    task = batch.tasks[0]
+    argv = local_argv(run, task)
+    lines = ["#!/bin/bash", f"# Local run {task.name} through NeMo-Run's LocalExecutor "
+             f"({'torchrun, ' + str(n) + ' GPU(s)' if n else 'one process, no GPU'})"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.masked().items())]
+    lines.append(f"cd {shlex.quote(str(cwd or os.getcwd()))}")
+    # the torchrun component already quoted its arguments; the entrypoint and plain Script args are not
+    words = argv if n else [shlex.quote(w) for w in argv]
+    lines.append(" ".join(words))
+    return mask_text("\n".join(lines) + "\n", env.secret_values())

@@ -1,0 +1,100 @@
+"""Ship the repository's code to Slurm jobs: NeMo-Run's GitArchivePackager, with a clean-tree guard.
+
+A job runs in ``<job folder>/code``, a ``git archive`` of the repository, so what runs is a known commit.
+A tree with uncommitted changes to tracked files is refused unless ``allow_dirty`` is true (CONTRACTS §1); then
+the archive is made from ``git stash create`` (a commit object of the working tree that touches neither the
+tree, the index nor the stash list), so the job runs exactly the files the user sees. Untracked files are never
+shipped. The local executor needs no packager: it runs in the checkout, which need not be a git repository.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launchers.errors import LaunchConfigError
+
+
+@dataclass(frozen=True)
+class GitState:
+    """The checkout a submission ships: ``root`` (top folder), ``sha`` (HEAD), ``dirty``, ``changed`` paths."""
+
+    root: Path
+    sha: str
+    dirty: bool
+    changed: tuple[str, ...] = ()
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def git_state(path: str | Path) -> GitState:
+    """Describe the git checkout containing ``path``.
+
+    Raises:
+        LaunchConfigError: ``path`` is not inside a git checkout with at least one commit (names the path).
+    """
+    try:
+        root = Path(_git(Path(path), "rev-parse", "--show-toplevel"))
+        sha = _git(root, "rev-parse", "HEAD")
+    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+        raise LaunchConfigError(
+            f"{path} is not a git checkout with a commit: Slurm jobs get the code as a `git archive` of it. "
+            "Clone the repository with git (or commit once), or use cluster=local, which runs in place."
+        ) from exc
+    changed = tuple(
+        line[3:] for line in _git(root, "status", "--porcelain", "--untracked-files=no").splitlines() if line
+    )
+    return GitState(root=root, sha=sha, dirty=bool(changed), changed=changed)
+
+
+def check_clean(state: GitState, allow_dirty: bool) -> None:
+    """Refuse a dirty tree unless ``allow_dirty``.
+
+    Raises:
+        LaunchConfigError: uncommitted changes to tracked files, listing up to 10 of them and both fixes.
+    """
+    if state.dirty and not allow_dirty:
+        shown = ", ".join(state.changed[:10]) + (" ..." if len(state.changed) > 10 else "")
+        raise LaunchConfigError(
+            f"the git tree {state.root} has uncommitted changes ({shown}); jobs would not run what you see. "
+            "Commit them, or pass allow_dirty=true to ship the working tree as it is (recorded in the manifest)."
+        )
+
+
+def code_packager(
+    run: Any,
+    repo: str | Path,
+    *,
+    allow_dirty: bool = False,
+    extra_files: Sequence[tuple[str | Path, str | Path]] = (),
+) -> tuple[Any, GitState]:
+    """A ``run.GitArchivePackager`` for ``repo`` and the :class:`GitState` it ships.
+
+    ``run`` is the imported ``nemo_run`` module. ``extra_files`` are ``(file, base folder)`` pairs added to the
+    archive at their path relative to the base (e.g. ``variants/<v>/variant.json``); NeMo-Run adds them with
+    ``find <relative path> -type f | tar -T -`` from the base folder.
+
+    Raises:
+        LaunchConfigError: not a git checkout, or a dirty tree without ``allow_dirty``.
+    """
+    state = git_state(repo)
+    check_clean(state, allow_dirty)
+    ref = _git(state.root, "stash", "create") if state.dirty else "HEAD"
+    patterns = [str(Path(f).absolute()) for f, _ in extra_files]
+    bases = [str(Path(b).absolute()) for _, b in extra_files]
+    packager = run.GitArchivePackager(
+        basepath=str(state.root),
+        ref=ref or "HEAD",
+        include_submodules=False,  # True walks the whole tree (a .venv inside makes that seconds) for .tmp files
+        check_uncommitted_changes=not allow_dirty,
+        include_pattern=patterns or "",
+        include_pattern_relative_path=bases or "",
+    )
+    return packager, state

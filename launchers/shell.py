@@ -1,0 +1,77 @@
+"""Run scheduler commands (sbatch, sacct, squeue, scancel) where the cluster is: here, or over SSH.
+
+A login node runs them as local processes (the same place NeMo-Run's LocalTunnel runs them). Over SSH they go
+through NeMo-Run's ``SSHTunnel`` (Fabric), so a laptop uses the one connection NeMo-Run already uses.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from launchers import cluster as cl
+from launchers.errors import SchedulerError
+
+
+@dataclass(frozen=True)
+class Result:
+    """A finished command: ``rc`` (exit status), ``out`` and ``err`` (text)."""
+
+    rc: int
+    out: str
+    err: str
+
+
+class Shell(Protocol):
+    """Runs one command (an argv list) on the cluster side and returns its :class:`Result`."""
+
+    def __call__(self, argv: Sequence[str], timeout_s: float = 60) -> Result: ...
+
+
+def local_shell(argv: Sequence[str], timeout_s: float = 60) -> Result:
+    """Run ``argv`` here.
+
+    Raises:
+        SchedulerError: the program is not on PATH (e.g. ``sbatch``: not a Slurm login node), or it hangs past
+        ``timeout_s`` seconds.
+    """
+    if shutil.which(argv[0]) is None:
+        raise SchedulerError(
+            f"{argv[0]} is not on PATH: run on a Slurm login node, start the local test cluster "
+            "(bash scripts/slurm_local/start.sh), or reach the cluster over SSH (cluster.tunnel.kind=ssh)"
+        )
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise SchedulerError(f"{shlex.join(argv)} did not answer within {timeout_s:g} s") from exc
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass
+class TunnelShell:
+    """Runs commands through a NeMo-Run tunnel object (``SSHTunnel``); connects on first use."""
+
+    tunnel: Any
+
+    def __call__(self, argv: Sequence[str], timeout_s: float = 60) -> Result:
+        try:
+            self.tunnel.connect()
+            res = self.tunnel.run(shlex.join(argv), hide=True, warn=True, timeout=timeout_s)
+        except Exception as exc:  # Fabric/paramiko raise many types; all mean the transport is down
+            raise SchedulerError(f"could not run {argv[0]} over SSH on {self.tunnel.host}: {exc}") from exc
+        return Result(res.return_code, res.stdout, res.stderr)
+
+
+def shell_for(cluster: Any) -> Shell:
+    """The shell for ``cluster``: :func:`local_shell` on a login node, a :class:`TunnelShell` over SSH."""
+    if cl.tunnel_field(cluster, "kind", "local") != "ssh":
+        return local_shell
+    from launchers.home import nemo_run
+    from launchers.slurm import make_tunnel
+
+    run = nemo_run()
+    return TunnelShell(make_tunnel(run, cluster, home=None))  # type: ignore[arg-type]

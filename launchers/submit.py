@@ -1,0 +1,223 @@
+"""Submit runs to Slurm through NeMo-Run, detached: one ``run.Experiment`` per batch, one Slurm job per run.
+
+The jobs are independent (no ``afterok`` chains: one failed run would leave every later one pending forever;
+FACTS §5). If sbatch refuses any job of a batch, the jobs of that batch already queued are cancelled again and a
+:class:`SchedulerError` carries Slurm's own message: nothing is left half-submitted (CONTRACTS §5, exit code 5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from launchers import cluster as cl
+from launchers.batch import Batch, Item, slurm_batch
+from launchers.envvars import JobEnv, job_env, mask_text, quoted_env
+from launchers.errors import LaunchConfigError, LaunchError, SchedulerError
+from launchers.home import nemo_run, nemorun_home
+from launchers.packaging import check_clean, code_packager, git_state
+from launchers.render import DEFAULT_TITLE
+from launchers.shell import Shell, local_shell, shell_for
+
+_HANDLE_JOB = re.compile(r"/(\d+(?:_\d+)?)(?:/|$)")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One queued job: Slurm ``job_id`` of task ``name`` in NeMo-Run experiment ``exp_id``.
+
+    ``job_dir``: the task folder on this machine (logs land there on a login node);
+    ``script``: the sbatch text exactly as submitted, secrets masked (for ``variants/<v>/job.sh``);
+    ``submitted``: ISO-8601 UTC time of the submission; ``item``: the RunSpec or JobCommand.
+    """
+
+    name: str
+    job_id: str
+    exp_id: str
+    job_dir: Path
+    script: str
+    submitted: str
+    item: Item
+
+
+def utc_now() -> str:
+    """The current time as ISO-8601 UTC with seconds (``2026-11-29T16:00:00Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def job_id_of(handle: str) -> str:
+    """The Slurm job id in a NeMo-Run/torchx app handle (``slurm_tunnel://nemo_run/1234`` -> ``1234``).
+
+    Raises:
+        SchedulerError: no job id in the handle.
+    """
+    m = _HANDLE_JOB.search(handle.split("://", 1)[-1])
+    if not m:
+        raise SchedulerError(f"NeMo-Run returned the job handle {handle!r} with no Slurm job id in it")
+    return m.group(1)
+
+
+@contextlib.contextmanager
+def _in_dir(path: Path) -> Iterator[None]:
+    """Work in ``path`` (NeMo-Run's packaging runs ``git rev-parse`` in the current folder)."""
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+@contextlib.contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Put ``values`` into this process's environment while sbatch runs (sbatch exports it to the job)."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _secrets_for_transport(cluster: Any, env: JobEnv, allow_ssh_secrets: bool) -> dict[str, str]:
+    """Secrets that must be written into the script (SSH with opt-in only); refuses SSH without the opt-in.
+
+    Raises:
+        LaunchConfigError: secrets would have to be written down for an SSH tunnel and the user did not opt in.
+    """
+    if cl.tunnel_field(cluster, "kind", "local") != "ssh" or not env.secret_names:
+        return {}
+    if not allow_ssh_secrets:
+        raise LaunchConfigError(
+            f"secrets {', '.join(env.secret_names)} cannot reach jobs over an SSH tunnel without being written into "
+            "the job script on the cluster (CONTRACTS §10). Unset them here and set them on the cluster side "
+            "(e.g. in ~/.bashrc there), or opt in with allow_ssh_secrets=true"
+        )
+    values = dict(env.secrets)
+    values.update({n: os.environ[n] for n in env.passthrough if n in os.environ})
+    return values
+
+
+def _scheduler_message(exc: BaseException) -> str:
+    """sbatch's own words from an invoke/Fabric failure (its stderr), else the exception text."""
+    result = getattr(exc, "result", None)
+    err = (getattr(result, "stderr", "") or "").strip() if result is not None else ""
+    return err or str(exc).strip() or type(exc).__name__
+
+
+def cancel(job_ids: Sequence[str], shell: Shell = local_shell) -> None:
+    """``scancel`` the given Slurm jobs (already finished ones are ignored by Slurm).
+
+    Raises:
+        SchedulerError: scancel failed for another reason than an unknown or finished job.
+    """
+    if not job_ids:
+        return
+    res = shell(["scancel", *job_ids])
+    if res.rc != 0 and "Invalid job id" not in res.err and "already completing" not in res.err:
+        raise SchedulerError(f"scancel {' '.join(job_ids)} failed: {res.err.strip() or res.out.strip()}")
+
+
+def submit_slurm(
+    cluster: Any,
+    items: Sequence[Item],
+    *,
+    state_dir: str | Path,
+    repo: str | Path,
+    title: str = DEFAULT_TITLE,
+    label: str | None = None,
+    allow_dirty: bool = False,
+    allow_ssh_secrets: bool = False,
+    python: str | None = None,
+    env: JobEnv | None = None,
+    time_limit_s: int | None = None,
+    srun_args: Sequence[str] = (),
+) -> list[Submission]:
+    """Queue ``items`` (RunSpecs or JobCommands) as one NeMo-Run experiment ``<title>_<label>`` and return.
+
+    ``state_dir``: the sweep's ``nemo_run/`` (NEMORUN_HOME); ``repo``: the git checkout shipped as the jobs'
+    code; ``label``: the batch label (default: the time in ns, like NeMo-Run); other arguments as
+    :func:`launchers.batch.slurm_batch`. Takes about 4 s the first time (NeMo-Run's import), then
+    ~0.1-0.3 s per job (git archive + sbatch).
+
+    Raises:
+        LaunchConfigError: bad profile, dirty tree without allow_dirty, not a git checkout, secrets over SSH.
+        SchedulerError: sbatch missing or refusing a job (its message included); queued siblings were cancelled.
+    """
+    if not items:
+        return []
+    shell = shell_for(cluster)
+    if shell is local_shell:
+        local_shell(["sbatch", "--version"])  # a clear error when sbatch is missing, before anything is written
+    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    written_secrets = _secrets_for_transport(cluster, env, allow_ssh_secrets)
+    state = git_state(repo)
+    check_clean(state, allow_dirty)
+    label = label or str(time.time_ns())
+
+    with nemorun_home(state_dir) as home:
+        run = nemo_run()
+
+        def packager_for(files: Any) -> Any:
+            return code_packager(run, state.root, allow_dirty=allow_dirty, extra_files=files)[0]
+
+        batch = slurm_batch(run, cluster, items, home=home, title=title, label=label, packager_for=packager_for,
+                            python=python, env=env, time_limit_s=time_limit_s, srun_args=srun_args)
+        for task in batch.tasks:
+            task.executor.env_vars.update(quoted_env(written_secrets))
+        submitted = utc_now()
+        with _in_dir(state.root), _environ(env.secrets if not written_secrets else {}):
+            exp = run.Experiment(title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
+                                 enable_goodbye_message=False, skip_status_at_exit=True)
+            with exp:
+                for task in batch.tasks:
+                    exp.add(task.script, executor=task.executor, name=task.name)
+                try:
+                    exp.run(detach=True)
+                except (LaunchError, KeyboardInterrupt):
+                    _cancel_launched(exp, shell)
+                    raise
+                except Exception as exc:
+                    cancelled = _cancel_launched(exp, shell)
+                    note = f" (cancelled again: jobs {', '.join(cancelled)})" if cancelled else ""
+                    raise SchedulerError(
+                        f"Slurm refused batch {batch.exp_id} on cluster {cl.get(cluster, 'name')!r}: "
+                        f"{_scheduler_message(exc)}{note}"
+                    ) from exc
+        # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
+        # Experiment.from_id (maybe_load_external_main); our tasks are scripts and need neither.
+        (batch.exp_dir / "__main__.py").unlink(missing_ok=True)
+        return _submissions(exp, batch, submitted)
+
+
+def _cancel_launched(exp: Any, shell: Shell) -> list[str]:
+    ids = [job_id_of(job.handle) for job in exp.jobs if getattr(job, "launched", False) and job.handle]
+    with contextlib.suppress(SchedulerError):
+        cancel(ids, shell)
+    return ids
+
+
+def _submissions(exp: Any, batch: Batch, submitted: str) -> list[Submission]:
+    handles = {job.id: job.handle for job in exp.jobs}
+    secrets = batch.env.secret_values()
+    out = []
+    for task in batch.tasks:
+        handle = handles.get(task.name)
+        if not handle:
+            raise SchedulerError(f"NeMo-Run did not return a job for {task.name} in {batch.exp_id}")
+        script_path = batch.exp_dir / f"{task.name}_sbatch.sh"
+        script = mask_text(script_path.read_text(), secrets)
+        out.append(Submission(name=task.name, job_id=job_id_of(handle), exp_id=batch.exp_id,
+                              job_dir=task.job_dir, script=script, submitted=submitted, item=task.item))
+    return out

@@ -1,0 +1,160 @@
+"""Scheduler-side state of submitted jobs, as manifest statuses (CONTRACTS §4).
+
+Sources, in order: ``squeue`` for jobs still in the queue (sacct lags right after submission), then ``sacct``
+(slurmdbd: the final state and exit code). A job known to neither, once past a grace period after its submission,
+is ``lost``. NeMo-Run's own status goes through torchx, which reports TIMEOUT as FAILED (FACTS §5); sacct is read
+directly here so ``timeout`` survives. Slurm's word is not the final verdict on a run: the analysis stage also reads
+the log (CASES C08). Log files: NeMo-Run's ``log-<job name>_<jobid>_<restart>.out`` (all ranks, one per restart)
+and ``sbatch_<job name>_<jobid>.out`` (the batch script's trace, ending with "job exited with code N").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from launchers.errors import SchedulerError
+from launchers.shell import Shell, local_shell
+
+# sacct(1)/squeue(1) "JOB STATE CODES" -> manifest status (CONTRACTS §4)
+_STATUS = {
+    "PENDING": "submitted", "REQUEUED": "submitted", "REQUEUE_HOLD": "submitted", "REQUEUE_FED": "submitted",
+    "RESV_DEL_HOLD": "submitted", "SUSPENDED": "submitted", "CONFIGURING": "submitted", "RESIZING": "submitted",
+    "POWER_UP_NODE": "submitted",
+    "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running",
+    "COMPLETED": "succeeded",
+    "FAILED": "failed", "NODE_FAIL": "failed", "BOOT_FAIL": "failed", "OUT_OF_MEMORY": "failed",
+    "PREEMPTED": "failed", "SPECIAL_EXIT": "failed",
+    "CANCELLED": "cancelled", "REVOKED": "cancelled",
+    "TIMEOUT": "timeout", "DEADLINE": "timeout",
+}
+FINAL = frozenset({"succeeded", "failed", "cancelled", "timeout", "lost"})
+LOST_GRACE_S = 120.0  # sacct may not know a job for a while after sbatch returns (slurmdbd lag)
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One job as the scheduler sees it.
+
+    ``state``: Slurm's state word (``COMPLETED``, ``TIMEOUT``, ``CANCELLED`` ...; ``UNKNOWN`` when neither squeue nor
+    sacct knows it); ``status``: the manifest status; ``exit_code`` and ``signal`` from sacct's ``ExitCode``
+    (``2:0``; ``None`` while unknown); ``elapsed_s``: seconds run so far; ``nodes``: node list; ``reason``:
+    why it waits or ended (squeue/sacct Reason).
+    """
+
+    job_id: str
+    state: str
+    status: str
+    exit_code: int | None = None
+    signal: int | None = None
+    elapsed_s: int | None = None
+    nodes: str = ""
+    reason: str = ""
+
+    @property
+    def final(self) -> bool:
+        """True once the job can no longer change (succeeded, failed, cancelled, timeout, lost)."""
+        return self.status in FINAL
+
+
+def manifest_status(state: str) -> str:
+    """The manifest status of a Slurm state word (``CANCELLED by 0`` -> ``cancelled``); unknown words -> ``lost``."""
+    word = state.split()[0].rstrip("+") if state.strip() else "UNKNOWN"
+    return _STATUS.get(word, "lost")
+
+
+def _exit(text: str) -> tuple[int | None, int | None]:
+    code, _, sig = text.partition(":")
+    try:
+        return int(code), int(sig or 0)
+    except ValueError:
+        return None, None
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def query(job_ids: Sequence[str], shell: Shell = local_shell) -> dict[str, JobState]:
+    """The current :class:`JobState` of each known job id (unknown ids are absent). One squeue, one sacct call.
+
+    Raises:
+        SchedulerError: squeue or sacct failed for another reason than unknown ids (e.g. slurmdbd down).
+    """
+    ids = [str(j) for j in job_ids]
+    if not ids:
+        return {}
+    out: dict[str, JobState] = {}
+    res = shell(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r|%M|%N"])
+    if res.rc != 0 and "Invalid job id" not in res.err:
+        raise SchedulerError(f"squeue failed: {res.err.strip()}")
+    for line in res.out.splitlines():
+        job, state, reason, _, nodes = (line.split("|") + [""] * 5)[:5]
+        if job in ids:
+            out[job] = JobState(job, state, manifest_status(state), nodes=nodes, reason=reason)
+    res = shell(["sacct", "-X", "-n", "-P", "-j", ",".join(ids),
+                 "-o", "JobID,State,ExitCode,ElapsedRaw,NodeList,Reason"])
+    if res.rc != 0:
+        raise SchedulerError(f"sacct failed (is slurmdbd up?): {res.err.strip()}")
+    for line in res.out.splitlines():
+        job, state, code, elapsed, nodes, reason = (line.split("|") + [""] * 6)[:6]
+        if job not in ids or (job in out and manifest_status(state) not in FINAL):
+            continue  # the queue's view of a live job is fresher than the accounting record
+        exit_code, sig = _exit(code)
+        out[job] = JobState(job, state, manifest_status(state), exit_code, sig, _int(elapsed), nodes, reason)
+    return out
+
+
+def states(
+    submitted: dict[str, float], shell: Shell = local_shell, *, now: float | None = None,
+    grace_s: float = LOST_GRACE_S,
+) -> dict[str, JobState]:
+    """:func:`query` for ``{job_id: submission time (epoch s)}``, filling in jobs nobody knows.
+
+    An unknown job is still ``submitted`` within ``grace_s`` seconds of its submission, ``lost`` after.
+    """
+    now = time.time() if now is None else now
+    known = query(list(submitted), shell)
+    for job, t in submitted.items():
+        if job not in known:
+            status = "submitted" if now - t < grace_s else "lost"
+            known[job] = JobState(job, "UNKNOWN", status, reason="not in squeue or sacct")
+    return known
+
+
+def wait(
+    job_ids: Iterable[str], shell: Shell = local_shell, *, timeout_s: float = 600, poll_s: float = 2.0,
+    on_poll: Callable[[dict[str, JobState]], None] | None = None,
+) -> dict[str, JobState]:
+    """Poll until every job is final or ``timeout_s`` seconds pass; returns the last states.
+
+    ``on_poll`` sees every poll's states (for a live display).
+    """
+    start = time.time()
+    submitted = {str(j): start for j in job_ids}
+    while True:
+        current = states(submitted, shell)
+        if on_poll:
+            on_poll(current)
+        if all(s.final for s in current.values()) or time.time() - start >= timeout_s:
+            return current
+        time.sleep(poll_s)
+
+
+def log_files(job_dir: str | Path, job_id: str) -> list[Path]:
+    """Every log file of Slurm job ``job_id`` in its NeMo-Run task folder, restarts included, sorted.
+
+    ``log-<job name>_<jobid>_<restart>.out`` (rank output, one per restart) and ``sbatch_<job name>_<jobid>.out``
+    (the batch script), matched at the end of the name so that job 5 never picks up job 15's files.
+    """
+    pattern = re.compile(rf"^(log-.*_{re.escape(str(job_id))}_\d+|sbatch_.*_{re.escape(str(job_id))})\.out$")
+    folder = Path(job_dir)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_file() and pattern.match(p.name))
