@@ -19,7 +19,17 @@ from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 
-from analysis.history.records import NightInput, RunRecord, Series, SpeedupRecord, SweepInfo
+from analysis.history.judge import history_from_inputs, judge_history
+from analysis.history.records import (
+    SPEEDUP,
+    STEP_TIME,
+    HistoryConfig,
+    NightInput,
+    RunRecord,
+    Series,
+    SpeedupRecord,
+    SweepInfo,
+)
 
 BASELINE = "a2a.ovl0.dw0"
 DEFAULT_VARIANTS = {BASELINE: 1000.0, "a2a.ovl1.dw0": 1000.0 / 1.25, "deepep.ovl1.dw0": 1000.0 / 1.35,
@@ -106,3 +116,53 @@ def simulate_series(spec: SyntheticSeries, nights: int, seed: int,
     """``nights`` nights of pure noise; the last one gets the step-time multipliers ``tonight``."""
     rng = np.random.default_rng(seed)
     return [simulate_night(spec, i, rng, tonight if i == nights - 1 else None) for i in range(nights)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetectionRate:
+    """How often an injected step-time change of ``level`` on one variant was flagged, over ``trials`` seeds."""
+
+    level: float
+    trials: int
+    step_time: float
+    """Fraction of trials whose step-time verdict was ``regression``."""
+    speedup: float
+    """Fraction whose speedup verdict was ``regression``."""
+    either: float
+    other_alarms: int
+    """Regressions or improvements flagged on any other (variant, metric) in these trials (false alarms)."""
+
+
+def detection_rate(level: float, trials: int, *, variant: str = "deepep.ovl1.dw0", seed0: int = 0,
+                   spec: SyntheticSeries | None = None, config: HistoryConfig | None = None) -> DetectionRate:
+    """Simulate ``trials`` histories of window + 1 nights whose last night slows ``variant`` by ``level`` (0.05 =
+    5% longer steps) and judge that night. Seeds are ``seed0 .. seed0 + trials - 1`` (deterministic)."""
+    spec, config = spec or SyntheticSeries(), config or HistoryConfig()
+    st = sp = ei = other = 0
+    for seed in range(seed0, seed0 + trials):
+        inputs = simulate_series(spec, config.window + 1, seed, {variant: 1 + level} if level else None)
+        report = judge_history(history_from_inputs(inputs), inputs[-1].sweep.night, config)
+        flagged = set(report.regressions)
+        st += (variant, STEP_TIME) in flagged
+        sp += (variant, SPEEDUP) in flagged
+        ei += bool({(variant, STEP_TIME), (variant, SPEEDUP)} & flagged)
+        other += len([x for x in set(report.regressions) | set(report.improvements) if x[0] != variant])
+    return DetectionRate(level=level, trials=trials, step_time=st / trials, speedup=sp / trials, either=ei / trials,
+                         other_alarms=other)
+
+
+def false_alarms(nights: int, seed: int, *, spec: SyntheticSeries | None = None,
+                 config: HistoryConfig | None = None) -> tuple[int, int]:
+    """Judge every night of a ``nights``-night pure-noise history; return (alarms, judgements made).
+
+    An alarm is any ``regression`` or ``improvement``; a judgement is one (night, variant, metric) with enough
+    history to be judged (``min_nights``)."""
+    spec, config = spec or SyntheticSeries(), config or HistoryConfig()
+    inputs = simulate_series(spec, nights, seed)
+    history = history_from_inputs(inputs)
+    alarms = judged = 0
+    for n in inputs[config.min_nights:]:
+        report = judge_history(history, n.sweep.night, config)
+        alarms += len(report.regressions) + len(report.improvements)
+        judged += sum(1 for v in report.variants for j in v.judgements if j.baseline is not None)
+    return alarms, judged
