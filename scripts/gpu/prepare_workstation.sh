@@ -10,6 +10,7 @@
 #   .gpu/dl/te/    Transformer Engine 2.12.0: cu13 core wheel (181 MiB), meta wheel, transformer_engine_torch
 #                  sdist (built on the device: stage build_ext), or a prebuilt extension wheel (SKIP_EXT_BUILD=0)
 #   .gpu/cK/       bundle.part.NN (consecutive byte ranges of one tar of the above) + bundle.sha256 + bundle.parts
+#                  (made by scripts/gpu/pack_bundle.sh)
 #
 # Knobs (environment):
 #   PART_MIB=56       largest carried part; 64 MiB minus this is left for the working tree that travels too
@@ -101,39 +102,9 @@ else
 fi
 
 echo "== 5. one version of each distribution"
-dups=$(ls $G/dl/whl $G/dl/te | grep -E '\.(whl|tar\.gz)$' | sed -E 's/-[0-9].*//' | tr 'A-Z-' 'a-z_' | sort | uniq -d)
+dups=$(ls $G/dl/whl $G/dl/te | grep -E '\.whl$' | sed -E 's/-[0-9].*//' | tr 'A-Z-' 'a-z_' | sort | uniq -d)
 [ -z "$dups" ] || { echo "more than one version of: $dups (delete the stale files under $G/dl)"; exit 1; }
 
-echo "== 6. bundle and cut into parts of at most $PART_MIB MiB"
-rm -rf $G/bundle $G/bundle.tar $G/c[0-9]*
-mkdir -p $G/bundle/wheels $G/bundle/te
-cp -l $G/dl/whl/*.whl $G/bundle/wheels/
-cp -l $G/dl/te/* $G/bundle/te/
-tar -C $G/bundle -cf $G/bundle.tar wheels te
-rm -rf $G/bundle
-size=$(stat -c %s $G/bundle.tar)
-part=$((PART_MIB * 1048576))
-n=$(( (size + part - 1) / part ))
-(cd $G && sha256sum bundle.tar > bundle.sha256)
-split -n $n -d -a 2 $G/bundle.tar $G/bundle.part.
-rm $G/bundle.tar
-for k in $(seq 1 $n); do
-  mkdir -p $G/c$k
-  mv $G/bundle.part.$(printf %02d $((k - 1))) $G/c$k/
-  cp $G/bundle.sha256 $G/c$k/; echo $n > $G/c$k/bundle.parts
-done
-rm $G/bundle.sha256
-
-echo "== 7. sizes and carry plan"
-tree=$(git ls-files -co --exclude-standard -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-printf "wheels: %s files, %s   TE: %s\n" "$(ls $G/dl/whl | wc -l)" "$(du -sh $G/dl/whl | cut -f1)" "$(du -sh $G/dl/te | cut -f1)"
-ls -la $G/dl/te | awk 'NR>1 {print "   ", $5, $9}'
-mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-echo "bundle: $size B = $(mib $size) MiB in $n parts; working tree that travels: $(mib $tree) MiB"
-for k in $(seq 1 $n); do
-  b=$(du -cb $G/c$k/* | tail -1 | cut -f1)
-  tot=$((b + tree))
-  flag=ok; [ $tot -lt $((64 * 1048576)) ] || flag="OVER 64 MiB: lower PART_MIB"
-  echo "  call $k carries .gpu/c$k: $(mib $b) MiB (+ tree = $(mib $tot) MiB) $flag"
-done
+echo "== 6. bundle .gpu/dl into carry-sized parts .gpu/c1 .. .gpu/cN"
+bash scripts/gpu/pack_bundle.sh $G
 echo "done in $(( $(date +%s) - t_start )) s"
