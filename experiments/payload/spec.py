@@ -1,0 +1,173 @@
+"""Reading ``variant.json`` (schema_version 1, written by the planner; docs/HELPERS_BRIEF.md) into a typed record.
+
+Only the JSON boundary uses dicts: :func:`load_variant` returns a frozen :class:`VariantSpec`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from experiments.payload.errors import BadVariantFile
+from experiments.records import DEFAULT_ALLOW_ADJUST, DISPATCHERS, FLEX_BACKENDS, SCHEMA_VERSION
+
+MODES = ("train", "validate")
+# The four knob fields every variant sets explicitly (FACTS §1, CASES C03: "not set" never means "off").
+KNOB_FIELDS = (
+    "moe_token_dispatcher_type",
+    "moe_flex_dispatcher_backend",
+    "overlap_moe_expert_parallel_comm",
+    "delay_wgrad_compute",
+)
+DEFAULT_TRAIN_ITERS = 30  # CONTRACTS §7: leaves >= 20 steady iterations after the default warm-up
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariantSpec:
+    """One resolved variant as the payload sees it.
+
+    ``settings`` hold the Megatron-named fields (CONTRACTS §9); ``env`` is what the launcher says it exports
+    (secret values are ``"***"``); ``train_iters`` / ``seed`` / ``hold_s`` (seconds) / ``log_interval`` come
+    from the ``payload`` block, after command-line overrides.
+    """
+
+    path: str
+    name: str
+    mode: str
+    dispatcher: str
+    overlap: bool
+    delay_wgrad: bool
+    axes: dict[str, Any] = field(default_factory=dict)
+    model_name: str = ""
+    recipe: str = ""
+    hf_path: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    cluster: dict[str, Any] = field(default_factory=dict)
+    container: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    train_iters: int = DEFAULT_TRAIN_ITERS
+    seed: int = 1234
+    hold_s: float = 0.0
+    log_interval: int = 1
+    allow_adjust: tuple[str, ...] = DEFAULT_ALLOW_ADJUST
+    attempt: int | None = None
+    sweep_id: str | None = None
+
+    @property
+    def world_size(self) -> int | None:
+        """Target world size (ranks) from ``cluster.world_size``, else nodes x gpus_per_node, else None."""
+        ws = self.cluster.get("world_size")
+        if isinstance(ws, int) and ws > 0:
+            return ws
+        nodes, gpn = self.cluster.get("nodes"), self.cluster.get("gpus_per_node")
+        if isinstance(nodes, int) and isinstance(gpn, int):
+            return nodes * gpn
+        return None
+
+    def with_overrides(self, mode: str | None = None, attempt: int | None = None,
+                       hold_s: float | None = None) -> VariantSpec:
+        """Copy with command-line overrides applied (CLI flags override the file)."""
+        kw: dict[str, Any] = {}
+        if mode is not None:
+            kw["mode"] = _check_mode(mode, "--mode")
+        if attempt is not None:
+            kw["attempt"] = attempt
+        if hold_s is not None:
+            kw["hold_s"] = float(hold_s)
+        return replace(self, **kw)
+
+
+def _check_mode(mode: Any, where: str) -> str:
+    if mode not in MODES:
+        raise BadVariantFile(f"{where} is {mode!r}; valid: {', '.join(MODES)}")
+    return mode
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise BadVariantFile(f"variant file {path} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadVariantFile(f"variant file {path} is unreadable: {type(e).__name__}: {e}") from e
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BadVariantFile(f"variant file {path} is not JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise BadVariantFile(f"variant file {path} holds a {type(doc).__name__}, not a JSON object")
+    return doc
+
+
+def _expect(cond: bool, path: Path, what: str) -> None:
+    if not cond:
+        raise BadVariantFile(f"variant file {path}: {what}")
+
+
+def load_variant(path: str | Path) -> VariantSpec:
+    """Read and check ``variant.json``.
+
+    Raises:
+        BadVariantFile: the file is missing, unreadable, not a JSON object, has a schema_version other than 1,
+            lacks a required key, or its label (dispatcher/overlap/delay_wgrad) disagrees with its settings.
+    """
+    p = Path(path)
+    doc = _read_json(p)
+    sv = doc.get("schema_version")
+    _expect(sv == SCHEMA_VERSION, p, f"schema_version is {sv!r}; this payload reads schema_version {SCHEMA_VERSION}")
+    for key in ("variant", "dispatcher", "overlap", "delay_wgrad", "model", "settings"):
+        _expect(key in doc, p, f"missing key {key!r}")
+    _expect(isinstance(doc["variant"], str) and doc["variant"] != "", p, "'variant' must be a non-empty string")
+    _expect(doc["dispatcher"] in DISPATCHERS, p,
+            f"dispatcher {doc['dispatcher']!r} is not one of {', '.join(DISPATCHERS)}")
+    for key in ("overlap", "delay_wgrad"):
+        _expect(isinstance(doc[key], bool), p, f"{key!r} must be true or false, got {doc[key]!r}")
+    model, settings = doc["model"], doc["settings"]
+    _expect(isinstance(model, dict) and isinstance(model.get("recipe"), str) and model["recipe"] != "", p,
+            "model.recipe must be a non-empty string")
+    _expect(isinstance(settings, dict), p, "'settings' must be an object")
+    missing = [k for k in KNOB_FIELDS if k not in settings]
+    _expect(not missing, p, f"settings lack {', '.join(missing)} (every knob must be explicit, CASES C03)")
+    _check_label(doc, settings, p)
+    payload = doc.get("payload") or {}
+    _expect(isinstance(payload, dict), p, "'payload' must be an object")
+    train_iters = payload.get("train_iters") or DEFAULT_TRAIN_ITERS
+    _expect(isinstance(train_iters, int) and train_iters > 0, p, f"payload.train_iters {train_iters!r} is not > 0")
+    allow = doc.get("allow_adjust")
+    return VariantSpec(
+        path=str(p),
+        name=doc["variant"],
+        mode=_check_mode(doc.get("mode") or "train", "mode"),
+        dispatcher=doc["dispatcher"],
+        overlap=doc["overlap"],
+        delay_wgrad=doc["delay_wgrad"],
+        axes=dict(doc.get("axes") or {}),
+        model_name=str(model.get("name") or ""),
+        recipe=model["recipe"],
+        hf_path=model.get("hf_path"),
+        settings=dict(settings),
+        cluster=dict(doc.get("cluster") or {}),
+        container=dict(doc.get("container") or {}),
+        env={str(k): v for k, v in (doc.get("env") or {}).items()},
+        train_iters=train_iters,
+        seed=int(payload.get("seed", 1234)),
+        hold_s=float(payload.get("hold_s") or 0),
+        log_interval=int(payload.get("log_interval") or 1),
+        allow_adjust=tuple(allow) if allow is not None else DEFAULT_ALLOW_ADJUST,
+        sweep_id=doc.get("sweep_id"),
+    )
+
+
+def _check_label(doc: dict[str, Any], settings: dict[str, Any], p: Path) -> None:
+    """The label must say what the settings say: a planner bug here would make the A/B comparison meaningless."""
+    disp = doc["dispatcher"]
+    want_type = "flex" if disp in FLEX_BACKENDS else disp
+    want_backend = disp if disp in FLEX_BACKENDS else None
+    got = (settings["moe_token_dispatcher_type"], settings["moe_flex_dispatcher_backend"])
+    _expect(got == (want_type, want_backend), p,
+            f"dispatcher {disp!r} but settings say moe_token_dispatcher_type={got[0]!r}, "
+            f"moe_flex_dispatcher_backend={got[1]!r}")
+    for label, key in (("overlap", "overlap_moe_expert_parallel_comm"), ("delay_wgrad", "delay_wgrad_compute")):
+        _expect(settings[key] is doc[label], p, f"{label}={doc[label]} but settings say {key}={settings[key]!r}")

@@ -1,0 +1,149 @@
+"""Validate mode: build the config, run every library check, write ``effective_config.json``, never train.
+
+Where Megatron-Bridge imports (the training container), the real Bridge path runs: the recipe or GPTModelProvider
+is built, the variant applied, and Bridge's own ``runtime_config_update`` (mixed precision, ``CommOverlapConfig``
+setup and its checks, ``ConfigContainer.validate`` which finalises the Megatron-Core ``TransformerConfig`` and runs
+the flex GPU check) runs with ``WORLD_SIZE`` set to the target's. Where it does not (CI, a laptop: no Transformer
+Engine), :func:`experiments.payload.mcore_check.check_transformer_config` runs Megatron-Core's checks and the
+Bridge/TE checks are listed in ``checks.not_run``. No process group is created in either case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+from experiments.payload import runtime_info
+from experiments.payload.bridge_api import BridgeAPI, load_bridge
+from experiments.payload.bridge_config import (
+    Applied,
+    apply_shared_expert_overlap,
+    apply_variant,
+    build_config,
+    model_config_of,
+)
+from experiments.payload.effective import read_effective
+from experiments.payload.errors import BridgeMissing, UnknownField
+from experiments.payload.mcore_check import check_transformer_config, library_message
+from experiments.payload.outcome import Outcome, Verdict, assemble
+from experiments.payload.spec import VariantSpec
+
+# Library checks the CPU fallback cannot run (Megatron-Bridge 0.6 training/comm_overlap.py, flex_dispatcher_backend.py,
+# config.py; Megatron-Core layer build with Transformer Engine).
+BRIDGE_NOT_RUN = (
+    "megatron.bridge CommOverlapConfig.setup (_get_model_comm_overlap_cfgs): overlap/delay_wgrad checks, incl. "
+    "num_moe_experts > 1 and the TE >= 2.7.0 / 2.12.0 minimums for delay_wgrad",
+    "megatron.bridge apply_flex_dispatcher_backend / validate_flex_dispatcher_backend: the GPU check for "
+    "deepep/hybridep and the silent fallback to alltoall",
+    "megatron.bridge ConfigContainer.validate: dataset, scheduler, checkpoint and CUDA-graph configuration checks",
+    "transformer_engine: checks at layer build (delay_wgrad_compute needs TE >= 2.3.0)",
+)
+_CUDA_UNAVAILABLE = ("no cuda gpus", "found no nvidia driver", "cuda driver", "torch not compiled with cuda",
+                     "cuda is not available", "invalid device ordinal")
+
+
+@contextlib.contextmanager
+def _world_size_env(world_size: int | None) -> Iterator[None]:
+    """Megatron's ``safe_get_world_size`` reads ``WORLD_SIZE`` before any process group exists: set the target's."""
+    saved = os.environ.get("WORLD_SIZE")
+    if world_size:
+        os.environ["WORLD_SIZE"] = str(world_size)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("WORLD_SIZE", None)
+        else:
+            os.environ["WORLD_SIZE"] = saved
+
+
+def target_versions(spec: VariantSpec) -> dict[str, Any]:
+    """torch / TE versions of the target container (variant.json ``container``) for the version-keyed checks."""
+    return {"torch": spec.container.get("torch"), "transformer_engine": spec.container.get("transformer_engine")}
+
+
+def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
+    """The CPU fallback: Megatron-Core's TransformerConfig and micro-batch checks only.
+
+    Raises:
+        CoreMissing: megatron.core is not importable.
+    """
+    view, applied = SimpleNamespace(**spec.settings), Applied()
+    apply_shared_expert_overlap(view, spec, applied)  # the same adjustment train mode makes
+    r = check_transformer_config(vars(view), world_size=spec.world_size, versions=target_versions(spec))
+    if r.unknown_fields:
+        raise UnknownField(f"on megatron-core {r.core_version}: " + "; ".join(r.messages))
+    effective = dict(r.effective) if r.ok else read_effective(view)
+    effective["train_iters"] = spec.train_iters
+    notes = [f"Megatron-Core {r.core_version} checks; version-keyed rules assumed {r.assumed_versions}"
+             if r.assumed_versions else f"Megatron-Core {r.core_version} checks with the installed versions"]
+    warnings = list(r.warnings) + ([] if r.ok else ["effective = requested: the config was rejected, never built"])
+    target_core = spec.container.get("megatron_core")
+    if target_core and r.core_version and str(r.core_version).split("+")[0] != str(target_core):
+        warnings.append(f"checks ran on megatron-core {r.core_version}; the target container has {target_core}")
+    not_run = list(r.not_run) + [f"{c} [{why_no_bridge}]" for c in BRIDGE_NOT_RUN]
+    return Outcome(effective=effective, adjustments=applied.adjustments, failures=list(r.messages),
+                   warnings=warnings, not_run=not_run, notes=notes + applied.notes)
+
+
+def bridge_outcome(spec: VariantSpec, api: BridgeAPI) -> Outcome | None:
+    """The real Megatron-Bridge path. Returns None when its checks cannot run here (a flex GPU check without GPU).
+
+    Raises:
+        UnknownRecipe, HFUnreachable, UnknownField: see build_config / apply_variant.
+    """
+    cfg, notes = build_config(spec, api)
+    applied = apply_variant(cfg, spec, api)
+    failures: list[str] = []
+    with _world_size_env(spec.world_size):
+        try:
+            api.runtime_config_update(cfg)
+        except Exception as e:
+            if _gpu_missing(e):
+                return None
+            failures.append(library_message(e))
+    effective = read_effective(model_config_of(cfg), cfg.train)
+    not_run = ["megatron.core parallel_state.initialize_model_parallel and model build (no process group in "
+               "validate mode)"]
+    return Outcome(effective=effective, adjustments=applied.adjustments, failures=failures, not_run=not_run,
+                   notes=notes + applied.notes + [f"Megatron-Bridge {api.version} runtime_config_update ran"],
+                   library_messages=applied.library_messages)
+
+
+def _gpu_missing(exc: BaseException) -> bool:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return False
+    except ImportError:
+        return True
+    return isinstance(exc, RuntimeError | AssertionError) and any(t in str(exc).lower() for t in _CUDA_UNAVAILABLE)
+
+
+def validate(spec: VariantSpec, api: BridgeAPI | None = None, why_no_bridge: str | None = None) -> Verdict:
+    """Run validate mode for one variant and return its verdict (the caller writes the document).
+
+    ``api``: the loaded Megatron-Bridge; with None and no ``why_no_bridge`` it is imported here, and when that fails
+    only Megatron-Core's checks run. ``why_no_bridge`` (set by a caller that already failed to import it) skips
+    the import.
+
+    Raises:
+        CoreMissing, UnknownRecipe, HFUnreachable, UnknownField: see the helpers; each has its exit code.
+    """
+    outcome = None
+    why = why_no_bridge or ""
+    if api is None and why_no_bridge is None:
+        try:
+            api = load_bridge(spec.container.get("image"))
+        except BridgeMissing as e:
+            why = str(e).split(";")[0]
+    if api is not None:
+        outcome = bridge_outcome(spec, api)
+        why = why or "needs a GPU for this flex variant's Bridge checks; none here"
+    if outcome is None:
+        outcome = core_outcome(spec, why)
+    return assemble(spec, outcome, hostnames=[runtime_info.local_hostname()], target=True, written_at="validate")
