@@ -4,7 +4,8 @@
 # $GPU_SITE (default /tmp/site), which lasts only while the machine stays warm (30 s after each call).
 #
 # Usage: bash scripts/gpu/device_stage.sh STAGE [STAGE ...]    (stops at the first stage that fails)
-#   info       machine facts: GPU, python, torch, CUDA, make/nvcc, the cuBLAS symbol TE >= 2.13 needs
+#   info       machine facts: GPU, python, torch, CUDA, make/nvcc, the cuBLAS symbol TE >= 2.13 needs;
+#              the image's pip freeze -> $OUT/image_freeze.txt
 #   matmul     bf16 dense matmul ceiling (8192^3, CUDA events) -> $OUT/matmul.json, MATMUL_CEILING_TFLOPS=...
 #   recv       copy the carried .gpu/cK/bundle.part.* (one or more per call) into $GPU_STAGE
 #   assemble   all parts here? cat them, check sha256, unpack the bundle (wheels/, te/)
@@ -34,7 +35,9 @@ stage_info() {
   for t in python python3 torchrun make nvcc gcc; do printf '%-9s %s\n' "$t" "$(command -v $t || echo MISSING)"; done
   nvcc --version 2>/dev/null | tail -1
   "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.get_device_name(0))"
-  "$PY" -m pip list 2>/dev/null | grep -iE "^(nvidia-cublas|nvidia-cudnn-cu13|nvidia-nccl-cu13|numpy|scipy|matplotlib|rich|filelock|pyyaml|typer|click|transformers|typing.extensions|setuptools|wheel) " | tr -s ' '
+  # the image's own packages, for pinning what is carried (/tmp/site is kept out of this listing)
+  PYTHONPATH= "$PY" -m pip freeze 2>/dev/null > "$OUT/image_freeze.txt"; echo "image: $(wc -l < "$OUT/image_freeze.txt") packages -> \$OUT/image_freeze.txt"
+  PYTHONPATH= "$PY" -m pip list 2>/dev/null | grep -iE "^(nvidia-cublas|nvidia-cudnn-cu13|nvidia-nccl-cu13|numpy|scipy|matplotlib|rich|filelock|pyyaml|typer|click|transformers|typing.extensions|setuptools|wheel) " | tr -s ' '
   "$PY" - <<'EOF'
 import ctypes, glob, os, nvidia
 libs = [p for r in nvidia.__path__ for p in glob.glob(os.path.join(r, "*", "lib", "libcublasLt.so.*"))]
@@ -44,6 +47,7 @@ for p in libs:
     print(p.split("nvidia/")[-1], "cublasLtGroupedMatrixLayoutInit_internal:",
           hasattr(lib, "cublasLtGroupedMatrixLayoutInit_internal"), "cublasLtGetVersion:", lib.cublasLtGetVersion())
 EOF
+  return 0  # facts only: never stops the stages after it
 }
 
 stage_matmul() {
