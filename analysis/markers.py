@@ -1,0 +1,128 @@
+"""Failure-marker lines: which log lines are evidence, and what kind each one is.
+
+The parser (``analysis.parse``) finds candidate lines cheaply by a few byte needles and hands each candidate to
+:func:`marker_kind`; the classifier (``analysis.classify``) turns the kinds into one reason per run.
+Every pattern names the log format it comes from (FACTS.md §6, CASES.md C03-C10, real logs in tests/analysis/fixtures).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Byte needles that pick candidate lines. Each marker pattern below contains at least one of them
+# ("rror" catches Error/error: Python exceptions, "slurmstepd: error", "srun: error", "DeepEP error").
+NEEDLES: tuple[bytes, ...] = (
+    b"rror",
+    b"RROR",
+    b"ssert",
+    b"imeout",
+    b"IMEOUT",
+    b"after training",
+    b"Falling back",
+    b"not installed",
+    b"xited",
+    b"NaN",
+    b"nvshmem",
+    b"NVSHMEM",
+    b'File "',
+    b"CANCELLED",
+    b"Traceback",
+)
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+# (kind, literal triggers, pattern), most specific first; a line gets the first kind whose pattern matches.
+# The pattern runs only when one of its literal triggers is in the line (triggers are tested on the lower-cased line).
+_KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    # PyTorch ProcessGroupNCCL watchdog (CASES C09; FACTS §6)
+    (
+        "nccl_timeout",
+        ("watchdog", "worknccl"),
+        re.compile(r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=\d+.*Timeout\(ms\)"),
+    ),
+    # DeepEP / HybridEP CPU-side timeouts (CASES C07; FACTS §6)
+    (
+        "dispatcher_timeout",
+        ("deepep", "hybrid"),
+        re.compile(r"DeepEP error: timeout|HYBRID-?EP\b.*TIMEOUT|HybridEP\b.*\btime(?:d )?out", re.I),
+    ),
+    # C-level assertions: DeepEP EP_HOST_ASSERT "Assertion failed: file:line, condition: ..." (CASES C06),
+    # glibc assert "file:line: func: Assertion `cond' failed."
+    ("c_assertion", ("assertion",), re.compile(r"Assertion failed: |Assertion [`'].*' failed")),
+    # Python AssertionError (Megatron-Core / Bridge config checks; fixture h200_mbridge_overlap_ep1_bridge_assert.log)
+    ("py_assertion", ("assertionerror",), re.compile(r"\bAssertionError\b")),
+    # PyTorch caching allocator OOM
+    (
+        "cuda_oom",
+        ("out of memory", "outofmemory"),
+        re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
+    ),
+    # NVSHMEM bootstrap/initialisation failures (DeepEP internode, HybridEP)
+    ("nvshmem_init", ("nvshmem",), re.compile(r"nvshmem\w*.*(?:error|fail|abort)|(?:error|fail).*nvshmem", re.I)),
+    # Megatron-Bridge 0.6 apply_flex_dispatcher_backend on an unsupported GPU (CASES C05; FACTS §1)
+    ("dispatcher_fallback", ("falling back to alltoall",), re.compile(r"Falling back to alltoall")),
+    # Bridge when the DeepEP / HybridEP package is missing (FACTS §1)
+    ("dispatcher_unavailable", ("not installed",), re.compile(r"\b(?:DeepEP|HybridEP|NCCL ?EP)\b.*\bnot installed")),
+    # slurmstepd cancel lines (FACTS §6; CASES C08)
+    ("slurm_time_limit", ("time limit",), re.compile(r"DUE TO TIME LIMIT")),
+    ("node_failure", ("node fail", "node_fail"), re.compile(r"DUE TO NODE FAIL|Node failure on|\bNODE_FAIL\b")),
+    ("cancelled", ("cancelled",), re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|\bCANCELLED\b.*\bby\b")),
+    # srun task exit (FACTS §6) and NeMo-Run's batch trailer "job exited with code N" (FACTS §5)
+    (
+        "task_exit_code",
+        ("exit code", "exited with code", ": task"),
+        re.compile(
+            r"srun: error: (\S+): tasks? ([\d,\-]+): (?:Exited with exit code (\d+)|(Killed|Terminated|Aborted|Segmentation fault))"
+            r"|job exited with code (\d+)"
+        ),
+    ),
+    # Megatron NaN checks ("found NaN in local grad norm", rerun state machine "Unexpected result nan")
+    (
+        "nan_inf",
+        ("nan", "inf detected"),
+        re.compile(r"found NaN|NaN or Inf|NaN detected|Inf detected|Unexpected result nan", re.I),
+    ),
+    # Bridge/Megatron end-of-training marker (FACTS §6; CASES C08)
+    ("training_done", ("[after training",), re.compile(r"\[after training is done\]")),
+    ("traceback", ("traceback",), re.compile(r"Traceback \(most recent call last\)")),
+    # any other Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", "AttributeError: ..."
+    ("exception", ("error", "exception"), re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception))\b\s*:")),
+    ("frame", ('file "',), re.compile(r'File "[^"]+", line \d+, in ')),
+)
+
+_TRIGGER_RE = re.compile("|".join(re.escape(t) for t in sorted({t for _, ts, _ in _KINDS for t in ts}, key=len, reverse=True)))
+_KIND_TRIGGERS = tuple((kind, frozenset(triggers), pattern) for kind, triggers, pattern in _KINDS)
+
+EXCEPTION_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception))\b\s*:\s*(.*)")
+TEXT_LIMIT = 400  # characters kept per evidence line
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """One evidence candidate: ``kind`` (see ``_KINDS``), the cleaned line ``text`` (at most 400 characters),
+    the ``file`` it came from and its byte ``offset`` in the concatenated stream of the run's files."""
+
+    kind: str
+    text: str
+    file: str
+    offset: int
+
+
+def clean_line(raw: bytes) -> str:
+    """Decode a raw log line for display: UTF-8 with replacement, ANSI colour codes removed, stripped."""
+    text = raw.decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = ANSI_RE.sub("", text)
+    return text.strip()
+
+
+def marker_kind(text: str) -> str | None:
+    """Return the marker kind of a cleaned line, or None when the line is not failure evidence."""
+    found = set(_TRIGGER_RE.findall(text.lower()))
+    if not found:
+        return None
+    for kind, triggers, pattern in _KIND_TRIGGERS:
+        if not found.isdisjoint(triggers) and pattern.search(text):
+            return kind
+    return None

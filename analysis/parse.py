@@ -1,0 +1,316 @@
+"""Streaming parser for Megatron-LM and Megatron-Bridge training logs (FACTS.md §6, CONTRACTS.md §7).
+
+It reads bytes in chunks and keeps only per-iteration records (columnar arrays), the peak memory, a few config
+fields and a bounded set of failure-marker lines, so its memory grows with iterations, not with log bytes.
+
+Lines it understands (sources: Megatron-LM ``training_log``, Megatron-Bridge ``train_utils``, the real logs in
+tests/analysis/fixtures):
+
+- iteration lines ``[ts] iteration N/ M | key: value | ... |`` with an optional timestamp, an optional throughput
+  field (``throughput per GPU (TFLOP/s/GPU): X`` or ``compute per GPU (TFLOP/s/GPU): X (avg Y)``), any extra loss
+  keys (keys may contain spaces), any prefix before ``iteration`` (``[rankN]:``, ``[defaultN]:``, ``N: ``), ANSI
+  colour codes, and ``\\r`` progress output (``\\r`` ends a line like ``\\n``);
+- memory lines ``memory (MB) | ... | max allocated: X |`` (MiB, divided by 1024) and the Bridge variant
+  ``memory (GB) | ... | mem-max-allocated-gigabytes: X |``; the peak is the largest max-allocated value of any rank;
+- the Bridge line ``Step Time : 12.78s GPU utilization: 528.1MODEL_TFLOP/s/GPU`` (spacing varies). It is paired with
+  the iteration line that follows it, so a step is never counted twice; its numbers are used only when the log has
+  no iteration lines (step time) or the iteration line has no throughput field (TFLOP/s/GPU);
+- config dumps (Bridge ``key: value  (Mcore default: ...)``, Megatron-LM ``key ........ value``) for CONFIG_KEYS;
+- failure markers (``analysis.markers``), kept as bounded evidence.
+
+Damage rules: an iteration line is dropped and counted in ``damaged_lines`` unless every character is one that a
+Megatron iteration line can hold (ASCII letters, digits, `` _/().,+-:|``), each ``|``-separated field is one
+``key: number`` pair (optionally ``(avg number)``), the line ends with ``|`` and it has the elapsed-time field.
+Truncated lines, another rank's output or binary bytes spliced into the line therefore never yield a number.
+
+Speed: failure markers are searched in every byte before a file's first iteration line (set-up errors) and in the
+last ``tail_bytes`` of each file (a fatal error ends the stream); in between only the iteration, memory and
+Step Time patterns run. Lines over 1 MiB without a line end are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from analysis.markers import Marker
+from analysis.scanner import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE, Scanner
+
+__all__ = [
+    "CONFIG_KEYS",
+    "IterationRecord",
+    "IterationSeries",
+    "ParsedLog",
+    "group_restart_files",
+    "parse_files",
+    "parse_iteration_line",
+    "parse_lines",
+    "restart_key",
+]
+
+CHUNK_BYTES = 4 << 20
+TAIL_BYTES = 32 << 20  # failure markers are searched in this many trailing bytes of each file
+
+_RESTART_RE = re.compile(r"^(?P<stem>.+?)_(?P<job>\d+)_(?P<restart>\d+)\.out$")
+_INT_COLUMNS = ("train_iters", "skipped", "nan_iterations", "global_batch_size")
+
+
+@dataclass(frozen=True, eq=False)
+class IterationSeries:
+    """Per-iteration columns, one entry per distinct iteration number, sorted by iteration.
+
+    Units: ``step_ms`` in ms, ``tflops`` in TFLOP/s/GPU. Unknown floats are NaN, unknown integers -1.
+    ``extra_losses`` maps each other loss key ("load_balancing_loss", "mtp_1 loss") to its column.
+    """
+
+    iteration: np.ndarray
+    train_iters: np.ndarray
+    step_ms: np.ndarray
+    tflops: np.ndarray
+    lm_loss: np.ndarray
+    grad_norm: np.ndarray
+    skipped: np.ndarray
+    nan_iterations: np.ndarray
+    global_batch_size: np.ndarray
+    extra_losses: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.iteration.size)
+
+
+@dataclass(frozen=True, slots=True)
+class IterationRecord:
+    """One parsed iteration line (ms, TFLOP/s/GPU; None when the line lacks the field)."""
+
+    iteration: int
+    train_iters: int
+    step_ms: float
+    tflops: float | None
+    lm_loss: float | None
+    grad_norm: float | None
+    skipped: int | None
+    nan_iterations: int | None
+    global_batch_size: int | None
+    losses: dict[str, float]
+    timestamp: str | None
+
+
+@dataclass(frozen=True, eq=False)
+class ParsedLog:
+    """What the parser keeps from one run's log files (all restarts, in order).
+
+    ``peak_mem_gb``: the largest max-allocated value over all memory lines and ranks (GB as logged; MB/1024).
+    ``tflops_source``: "iteration_line", "step_time_line", "mixed" or None when throughput logging was off.
+    Offsets are byte positions in the concatenation of ``files``.
+    """
+
+    files: tuple[str, ...]
+    series: IterationSeries
+    train_iters: int | None
+    peak_mem_gb: float | None
+    memory_lines: int
+    config: dict[str, str]
+    markers: tuple[Marker, ...]
+    marker_counts: dict[str, int]
+    first_iteration_offset: int | None
+    last_iteration_offset: int | None
+    first_timestamp: str | None
+    last_timestamp: str | None
+    damaged_lines: int
+    step_time_lines: int
+    tflops_source: str | None
+    restart_first_iterations: tuple[int, ...]
+    bytes_read: int
+    notes: tuple[str, ...]
+    unreadable: tuple[str, ...]
+
+    @property
+    def recognized(self) -> bool:
+        """True when anything Megatron-like was found (iterations, Step Time, memory, config or a marker)."""
+        return bool(len(self.series) or self.step_time_lines or self.memory_lines or self.config or self.markers)
+
+    def markers_of(self, *kinds: str) -> list[Marker]:
+        """The kept markers of the given kinds, in log order."""
+        return [m for m in self.markers if m.kind in kinds]
+
+
+
+def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
+    scanner.drop_truncated()
+    cols = scanner.columns()
+    it = cols.pop("iteration")
+    if it.size == 0 and len(scanner.step_only):
+        # No iteration lines at all: the Bridge Step Time lines are the steps, numbered 1..n.
+        n = len(scanner.step_only)
+        it = np.arange(1, n + 1, dtype=np.int64)
+        cols = {k: np.full(n, np.nan) for k in cols if not k.startswith(EXTRA_PREFIX)}
+        cols["train_iters"] = np.full(n, -1.0)
+        cols["step_ms"] = np.array(scanner.step_only, dtype=np.float64)
+        cols["tflops"] = np.array(scanner.step_only_tflops, dtype=np.float64)
+        source = "step_time_line" if np.isfinite(cols["tflops"]).any() else None
+    else:
+        # one record per iteration number; the later line (a later restart) wins
+        _, rev_idx = np.unique(it[::-1], return_index=True)
+        order = np.sort(it.size - 1 - rev_idx)
+        order = order[np.argsort(it[order], kind="stable")]
+        it = it[order]
+        cols = {k: v[order] for k, v in cols.items()}
+        from_steps = len(scanner.step_tflops_rows) > 0
+        from_lines = any(layout.has_tflops and len(layout.rows) for layout in scanner.layouts.values())
+        source = "mixed" if from_steps and from_lines else "iteration_line" if from_lines else (
+            "step_time_line" if from_steps else None
+        )
+    ints = {k: np.where(np.isnan(cols[k]), -1, cols[k]).astype(np.int64) if cols[k].dtype.kind == "f" else cols[k]
+            for k in _INT_COLUMNS}
+    extras = {k.removeprefix(EXTRA_PREFIX): v for k, v in cols.items() if k.startswith(EXTRA_PREFIX)}
+    series = IterationSeries(
+        iteration=it,
+        step_ms=cols["step_ms"],
+        tflops=cols["tflops"],
+        lm_loss=cols["lm_loss"],
+        grad_norm=cols["grad_norm"],
+        extra_losses=extras,
+        **ints,
+    )
+    return series, source
+
+
+def _result(scanner: Scanner, files: Sequence[str], notes: list[str], unreadable: list[str]) -> ParsedLog:
+    series, source = _series(scanner)
+    markers = sorted((m for first, last in scanner.kept.values() for m in (*first, *last)), key=lambda m: m.offset)
+    if scanner.damaged:
+        notes.append(f"{scanner.damaged} damaged iteration line(s) dropped (truncated, interleaved or binary)")
+    if scanner.overlong:
+        notes.append(f"{scanner.overlong} line(s) longer than {MAX_LINE} bytes skipped")
+    for name in scanner.nul_files:
+        notes.append(f"binary data (NUL bytes) in {name or 'input'}")
+    totals = series.train_iters[series.train_iters > 0]
+    return ParsedLog(
+        files=tuple(files),
+        series=series,
+        train_iters=int(totals[-1]) if totals.size else None,
+        peak_mem_gb=scanner.peak_gb,
+        memory_lines=scanner.memory_lines,
+        config=dict(scanner.config),
+        markers=tuple(markers),
+        marker_counts=dict(scanner.counts),
+        first_iteration_offset=scanner.first_off,
+        last_iteration_offset=scanner.last_off,
+        first_timestamp=scanner.first_ts,
+        last_timestamp=scanner.last_ts,
+        damaged_lines=scanner.damaged,
+        step_time_lines=scanner.step_lines,
+        tflops_source=source,
+        restart_first_iterations=tuple(scanner.file_first_iters[1:]),
+        bytes_read=scanner.base,
+        notes=tuple(notes),
+        unreadable=tuple(unreadable),
+    )
+
+
+def parse_files(paths: Sequence[str | Path], *, tail_bytes: int = TAIL_BYTES) -> ParsedLog:
+    """Parse the log files of one run, in the order given (see :func:`group_restart_files` for restarts).
+
+    Unreadable files are listed in ``unreadable`` with the OS error and empty files get a note; bad content never
+    raises. ``tail_bytes``: how many trailing bytes of each file are searched for failure markers.
+    """
+    scanner = Scanner(tail_bytes)
+    notes: list[str] = []
+    unreadable: list[str] = []
+    names = [str(p) for p in paths]
+    for name in names:
+        scanner.begin_file(name)
+        size = 0
+        try:
+            with open(name, "rb") as fh:
+                while chunk := fh.read(CHUNK_BYTES):
+                    size += len(chunk)
+                    scanner.feed(chunk)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            unreadable.append(f"{name}: {reason}")
+            notes.append(f"cannot read {name}: {reason}")
+        scanner.end_file()
+        if size == 0 and not any(u.startswith(f"{name}: ") for u in unreadable):
+            notes.append(f"empty file {name}")
+    return _result(scanner, names, notes, unreadable)
+
+
+def parse_lines(lines: Iterable[str | bytes], *, name: str = "<lines>", tail_bytes: int = TAIL_BYTES) -> ParsedLog:
+    """Parse an iterable of log lines (str or bytes, with or without line ends) as one file called ``name``."""
+    scanner = Scanner(tail_bytes)
+    scanner.begin_file(name)
+    batch: list[bytes] = []
+    size = 0
+    for line in lines:
+        raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else bytes(line)
+        if not raw.endswith((b"\n", b"\r")):
+            raw += b"\n"
+        batch.append(raw)
+        size += len(raw)
+        if size >= CHUNK_BYTES:
+            scanner.feed(b"".join(batch))
+            batch, size = [], 0
+    if batch:
+        scanner.feed(b"".join(batch))
+    scanner.end_file()
+    return _result(scanner, [name], [], [])
+
+
+def _value(array: np.ndarray, i: int, cast=float):
+    v = array[i]
+    if (array.dtype.kind == "f" and np.isnan(v)) or (array.dtype.kind == "i" and v < 0):
+        return None
+    return cast(v)
+
+
+def parse_iteration_line(line: str | bytes) -> IterationRecord | None:
+    """Parse a single iteration line (any prefix, optional timestamp); None when it is not one or is damaged."""
+    log = parse_lines([line])
+    s = log.series
+    if len(s) != 1 or log.step_time_lines:
+        return None
+    losses = {k: float(v[0]) for k, v in s.extra_losses.items() if not np.isnan(v[0])}
+    if not np.isnan(s.lm_loss[0]):
+        losses["lm loss"] = float(s.lm_loss[0])
+    return IterationRecord(
+        iteration=int(s.iteration[0]),
+        train_iters=int(s.train_iters[0]),
+        step_ms=float(s.step_ms[0]),
+        tflops=_value(s.tflops, 0),
+        lm_loss=_value(s.lm_loss, 0),
+        grad_norm=_value(s.grad_norm, 0),
+        skipped=_value(s.skipped, 0, int),
+        nan_iterations=_value(s.nan_iterations, 0, int),
+        global_batch_size=_value(s.global_batch_size, 0, int),
+        losses=losses,
+        timestamp=log.first_timestamp,
+    )
+
+
+def restart_key(path: str | Path) -> tuple[str, int, int]:
+    """(run stem, restart, job id) of a log named ``<stem>_<jobid>_<restart>.out`` (NeMo-Run/Slurm, FACTS §5).
+
+    Other names give (file stem, -1, -1), so they sort before every restart file of the same stem.
+    """
+    name = Path(path).name
+    m = _RESTART_RE.match(name)
+    if m:
+        return m.group("stem"), int(m.group("restart")), int(m.group("job"))
+    return Path(name).stem, -1, -1
+
+
+def group_restart_files(paths: Iterable[str | Path]) -> dict[str, list[Path]]:
+    """Group log files whose names differ only in the restart suffix; each group is ordered by restart, then job id.
+
+    The key is the run name (the file stem without the suffix), CONTRACTS §7.
+    """
+    groups: dict[str, list[tuple[int, int, str, Path]]] = {}
+    for p in paths:
+        stem, restart, job = restart_key(p)
+        groups.setdefault(stem, []).append((restart, job, str(p), Path(p)))
+    return {stem: [t[3] for t in sorted(items)] for stem, items in groups.items()}

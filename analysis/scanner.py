@@ -1,0 +1,412 @@
+"""The chunked byte scanner behind ``analysis.parse`` (formats and damage rules: see that module's docstring).
+
+Speed notes (benchmarks/parse.py):
+- one regex with the literal prefix ``iteration`` finds iteration *and* memory lines in a single pass over a
+  chunk; one more pass finds Bridge ``Step Time`` lines;
+- iteration lines of one log share a key sequence (a "layout"); the columns a layout holds are picked from the
+  line's values with one ``itemgetter`` call, so a line costs a split, a translate and a list of floats;
+- failure markers are searched before a file's first iteration line and in its last ``tail_bytes``.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from array import array
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.markers import NEEDLES, TEXT_LIMIT, Marker, clean_line, marker_kind
+
+MAX_LINE = 1 << 20  # a line with no \n or \r within 1 MiB is dropped
+MARKERS_KEPT = 8  # per marker kind: the first and the last MARKERS_KEPT lines are kept
+
+_NUM = rb"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# "iteration N/ M | ..." (Megatron training_log) and "[Rank 0] (after N iterations) memory (MB) | ..." in one pass
+ITER_RE = re.compile(rb"iteration(?:s\)\s*memory \(([MG]B)\)([^\r\n]*)|[ \t]+(\d+)[ \t]*/[ \t]*(\d+)[ \t]*\|([^\r\n]*))")
+# Bridge: "Step Time : 12.78s GPU utilization: 528.1MODEL_TFLOP/s/GPU" (spacing and the MODEL_ prefix vary)
+_STEP_RE = re.compile(
+    rb"Step Time\s*:\s*(" + _NUM + rb")\s*s(?![\w.])(?:\s*GPU utilization\s*:\s*(" + _NUM + rb")\s*(?:MODEL_)?TFLOP/s/GPU)?"
+)
+# a max-allocated value counts only when the field is closed by "|" (a truncated number is never read)
+_MEM_MB_RE = re.compile(rb"\|\s*max allocated:\s*(" + _NUM + rb")\s*\|")
+_MEM_GB_RE = re.compile(rb"mem-max-allocated-gigabytes:\s*(" + _NUM + rb")\s*\|")
+_TS_RE = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)\][ \t]*$")
+_ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# every character an intact Megatron iteration line can hold after "iteration N/ M |"
+_LINE_OK = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _/().,+-:|\t"
+_NAN = float("nan")
+
+# Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
+STANDARD_FIELDS: tuple[tuple[str, bytes], ...] = (
+    ("step_ms", b"elapsed time per iteration (ms)"),
+    ("lm_loss", b"lm loss"),
+    ("grad_norm", b"grad norm"),
+    ("skipped", b"number of skipped iterations"),
+    ("nan_iterations", b"number of nan iterations"),
+    ("global_batch_size", b"global batch size"),
+)
+_TFLOPS_SUFFIX = b"(TFLOP/s/GPU)"  # "throughput per GPU (TFLOP/s/GPU)" and "compute per GPU (TFLOP/s/GPU)"
+_NOT_LOSSES = frozenset((b"lm loss", b"loss scale"))  # "loss scale" is the fp16 scaler, not a loss
+EXTRA_PREFIX = "loss:"
+
+CONFIG_KEYS = (
+    "moe_token_dispatcher_type",
+    "moe_flex_dispatcher_backend",
+    "overlap_moe_expert_parallel_comm",
+    "delay_wgrad_compute",
+    "moe_shared_expert_overlap",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "num_moe_experts",
+    "moe_router_topk",
+    "global_batch_size",
+    "micro_batch_size",
+    "seq_length",
+    "train_iters",
+    "world_size",
+    "data_parallel_size",
+    "recompute_granularity",
+    "cuda_graph_impl",
+)
+# Bridge "  key: 'value'  (Mcore default: ...)" and Megatron-LM "  key ............ value" dumps
+_CONFIG_RE = re.compile(
+    rb"(?<![\w.])(" + b"|".join(k.encode() for k in CONFIG_KEYS) + rb")[ \t]*(?::|\.{3,})[ \t]*([^\r\n]*)"
+)
+_CONFIG_VALUE_RE = re.compile(r"^'?([^'\s]*)'?")
+
+
+def _num(v: bytes) -> float:
+    """A field value as float; ``X (avg Y)`` gives X after checking that Y is a number too."""
+    if b"(" in v:
+        head, _, avg = v.partition(b"(")
+        float(avg.strip(b" \t)").removeprefix(b"avg"))
+        v = head
+    return float(v)
+
+
+@dataclass(slots=True)
+class _Layout:
+    """One key sequence of iteration lines and the columns picked from it."""
+
+    keys: tuple[bytes, ...]  # stripped Megatron keys of the line, in order
+    names: tuple[str, ...]  # column names, in getter order
+    getter: object  # callable: list of floats (+ NaN sentinel) -> tuple in ``names`` order
+    has_tflops: bool
+    rows: array
+    values: array
+
+
+def _make_layout(keys: list[bytes]) -> _Layout | None:
+    """Columns for a key sequence; None when it lacks the elapsed-time field (then the line is damaged)."""
+    stripped = [k.strip() for k in keys[:-1]]
+    index: dict[bytes, int] = {}
+    for i, k in enumerate(stripped):
+        index.setdefault(k, i)
+    if b"elapsed time per iteration (ms)" not in index:
+        return None
+    names: list[str] = []
+    picks: list[int] = []
+    for name, key in STANDARD_FIELDS:
+        if key in index:
+            names.append(name)
+            picks.append(index[key])
+    tflops = next((i for k, i in index.items() if k.endswith(_TFLOPS_SUFFIX)), None)
+    if tflops is not None:
+        names.append("tflops")
+        picks.append(tflops)
+    for k, i in index.items():
+        if b"loss" in k and k not in _NOT_LOSSES:
+            names.append(EXTRA_PREFIX + k.decode())
+            picks.append(i)
+    getter = operator.itemgetter(*picks) if len(picks) > 1 else (lambda f, i=picks[0]: (f[i],))
+    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, array("q"), array("d"))
+
+
+class Scanner:
+    """Chunked scanner state. Call :meth:`begin_file`, :meth:`feed` (any chunking), :meth:`end_file` per file."""
+
+    def __init__(self, tail_bytes: int) -> None:
+        self.tail_bytes = tail_bytes
+        self.it = array("q")
+        self.total = array("q")
+        self.layouts: dict[tuple[bytes, ...], _Layout] = {}
+        self._last_keys: list[bytes] | None = None
+        self._last_layout: _Layout | None = None
+        self.step_tflops_rows = array("q")  # rows whose throughput comes from a paired Step Time line
+        self.step_tflops_vals = array("d")
+        self.step_only = array("d")  # every Step Time line (ms, TFLOP/s/GPU), used when there are no iteration lines
+        self.step_only_tflops = array("d")
+        self.pending: float | None = None  # TFLOP/s/GPU of an unpaired Step Time line (NaN when absent)
+        self.peak_gb: float | None = None
+        self.memory_lines = 0
+        self.config: dict[str, str] = {}
+        self.kept: dict[str, tuple[list[Marker], deque[Marker]]] = {}
+        self.counts: dict[str, int] = {}
+        self.damaged = 0
+        self.step_lines = 0
+        self.first_off: int | None = None
+        self.last_off: int | None = None
+        self.first_ts: str | None = None
+        self.last_ts: str | None = None
+        self.file_first_iters: list[int] = []
+        self.overlong = 0
+        self.nul_files: list[str] = []
+        self.base = 0  # stream offset of the next byte fed
+        self.begin_file("")
+
+    # -- file boundaries -------------------------------------------------------------------------------------
+    def begin_file(self, name: str) -> None:
+        self.file = name
+        self.in_setup = True
+        self.file_has_iter = False
+        self.carry = b""
+        self.carry_base = self.base
+        self.skip_line = False
+        self.tail: deque[tuple[bytes, int, int, int]] = deque()
+        self.tail_size = 0
+
+    def end_file(self) -> None:
+        if self.carry and not self.skip_line:
+            line = self.carry + b"\n"
+            self._region(line, 0, len(line), self.carry_base)
+        self.carry = b""
+        for buf, pos, end, base in self.tail:
+            self._markers(buf, pos, end, base)
+        self.tail.clear()
+        self.tail_size = 0
+
+    # -- byte input ------------------------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        start = 0
+        base = self.base
+        self.base += len(data)
+        if self.carry or self.skip_line:
+            i = data.find(b"\n")
+            if i == -1:
+                i = data.find(b"\r")
+            if i == -1:
+                self._grow_carry(data, base)
+                return
+            if not self.skip_line:
+                line = self.carry + data[: i + 1]
+                self._region(line, 0, len(line), self.carry_base)
+            self.skip_line = False
+            self.carry = b""
+            start = i + 1
+        cut = data.rfind(b"\n") + 1
+        if cut <= start:
+            self._grow_carry(data[start:], base + start)
+            return
+        self._region(data, start, cut, base)
+        if cut < len(data):
+            self.carry = data[cut:]
+            self.carry_base = base + cut
+            if len(self.carry) > MAX_LINE:
+                self._grow_carry(b"", base + cut)
+
+    def _grow_carry(self, data: bytes, base: int) -> None:
+        if self.skip_line:
+            return
+        if not self.carry:
+            self.carry_base = base
+        self.carry += data
+        if len(self.carry) <= MAX_LINE:
+            return
+        cut = self.carry.rfind(b"\r") + 1  # \r-only progress output: cut at the last \r
+        if cut:
+            self._region(self.carry, 0, cut, self.carry_base)
+            self.carry_base += cut
+            self.carry = self.carry[cut:]
+        if len(self.carry) > MAX_LINE:
+            self.overlong += 1
+            self.carry = b""
+            self.skip_line = True
+
+    # -- one region of complete lines ------------------------------------------------------------------------
+    def _region(self, buf: bytes, pos: int, end: int, base: int) -> None:
+        if buf.find(b"\x00", pos, end) != -1 and self.file not in self.nul_files:
+            self.nul_files.append(self.file)
+        self._iterations(buf, pos, end, base)
+        if self.in_setup:
+            self._markers(buf, pos, end, base)
+            for m in _CONFIG_RE.finditer(buf, pos, end):
+                key = m.group(1).decode()
+                if key not in self.config:
+                    value = _CONFIG_VALUE_RE.match(clean_line(m.group(2)))
+                    self.config[key] = value.group(1) if value else ""
+            self.in_setup = not self.file_has_iter
+            return
+        self.tail.append((buf, pos, end, base))
+        self.tail_size += end - pos
+        while self.tail and self.tail_size - (self.tail[0][2] - self.tail[0][1]) >= self.tail_bytes:
+            old = self.tail.popleft()
+            self.tail_size -= old[2] - old[1]
+
+    def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[int, float]]:
+        steps = []
+        for m in _STEP_RE.finditer(buf, pos, end):
+            tflops = float(m.group(2)) if m.group(2) is not None else _NAN
+            self.step_only.append(float(m.group(1)) * 1000.0)
+            self.step_only_tflops.append(tflops)
+            steps.append((m.start(), tflops))
+        self.step_lines += len(steps)
+        return steps
+
+    def _iterations(self, buf: bytes, pos: int, end: int, base: int) -> None:
+        steps = self._step_lines(buf, pos, end)
+        j = 0
+        last = None
+        it_append, total_append = self.it.append, self.total.append  # hot loop: local bindings
+        line_ok, nan = _LINE_OK, _NAN
+        for m in ITER_RE.finditer(buf, pos, end):
+            unit, mem_rest, n, total, rest = m.groups()
+            if n is None:
+                self._memory(unit, mem_rest)
+                continue
+            while j < len(steps) and steps[j][0] < m.start():
+                self.pending = steps[j][1]
+                j += 1
+            if b"\x1b" in rest:
+                rest = _ANSI_B.sub(b"", rest)
+            if len(rest) > 65536 or rest.translate(None, line_ok):
+                self.damaged += 1
+                continue
+            parts = rest.replace(b"|", b":").split(b":")
+            if len(parts) != 2 * rest.count(b"|") + 1 or parts[-1].strip():
+                self.damaged += 1  # a field without exactly one ':' or text after the last '|' (truncated)
+                continue
+            keys = parts[0::2]
+            layout = self._last_layout if keys == self._last_keys else self._layout(keys)
+            if layout is None:
+                self.damaged += 1
+                continue
+            try:
+                floats = list(map(float, parts[1::2]))
+            except ValueError:
+                try:
+                    floats = [_num(v) for v in parts[1::2]]
+                except ValueError:
+                    self.damaged += 1
+                    continue
+            floats.append(nan)
+            row = len(self.it)
+            it_append(int(n))
+            total_append(int(total))
+            layout.rows.append(row)
+            layout.values.extend(layout.getter(floats))
+            pending = self.pending
+            if pending is not None:
+                if not layout.has_tflops and pending == pending:
+                    self.step_tflops_rows.append(row)
+                    self.step_tflops_vals.append(pending)
+                self.pending = None
+            if not self.file_has_iter:
+                self.file_has_iter = True
+                self.file_first_iters.append(int(n))
+                if self.first_off is None:
+                    self.first_off = base + m.start()
+                    self.first_ts = _timestamp(buf, m.start(), pos)
+            last = m
+        if j < len(steps):
+            self.pending = steps[-1][1]
+        if last is not None:
+            self.last_off = base + last.start()
+            self.last_ts = _timestamp(buf, last.start(), pos) or self.last_ts
+
+    def _layout(self, keys: list[bytes]) -> _Layout | None:
+        """The layout of a key sequence (cached); None when the sequence lacks the elapsed-time field."""
+        key = tuple(keys)
+        layout = self.layouts.get(key)
+        if layout is None:
+            layout = _make_layout(keys)
+            if layout is None:
+                return None
+            self.layouts[key] = layout
+        self._last_keys, self._last_layout = keys, layout
+        return layout
+
+    def _memory(self, unit: bytes, rest: bytes) -> None:
+        m = (_MEM_GB_RE if unit == b"GB" else _MEM_MB_RE).search(rest)
+        if m is None:
+            return
+        value = float(m.group(1)) / (1.0 if unit == b"GB" else 1024.0)  # Megatron's "MB" are MiB
+        self.memory_lines += 1
+        if self.peak_gb is None or value > self.peak_gb:
+            self.peak_gb = value
+
+    def _markers(self, buf: bytes, pos: int, end: int, base: int) -> None:
+        starts: dict[int, int] = {}
+        for needle in NEEDLES:
+            i = buf.find(needle, pos, end)
+            while i != -1:
+                ls = max(buf.rfind(b"\n", pos, i) + 1, pos)
+                starts.setdefault(ls, i)
+                le = buf.find(b"\n", i, end)
+                i = -1 if le == -1 else buf.find(needle, le, end)
+        for ls in sorted(starts):
+            hit = starts[ls]
+            le = buf.find(b"\n", hit, end)
+            le = end if le == -1 else le
+            # a \r ends a line too (progress output); very long lines are cut around the hit
+            lo = max(buf.rfind(b"\r", ls, hit) + 1, ls, hit - 2048)
+            hi = buf.find(b"\r", hit, le)
+            hi = min(le if hi == -1 else hi, hit + 2048)
+            text = clean_line(buf[lo:hi])
+            kind = marker_kind(text)
+            if kind is not None:
+                self._keep(Marker(kind, text[:TEXT_LIMIT], self.file, base + lo))
+
+    def _keep(self, marker: Marker) -> None:
+        self.counts[marker.kind] = self.counts.get(marker.kind, 0) + 1
+        first, last = self.kept.setdefault(marker.kind, ([], deque(maxlen=MARKERS_KEPT)))
+        if len(first) < MARKERS_KEPT:
+            first.append(marker)
+        else:
+            last.append(marker)
+
+    # -- columns ---------------------------------------------------------------------------------------------
+    def _truncated(self, layout: _Layout) -> bool:
+        """True when ``layout``'s keys are a strict prefix of another layout's keys: its lines were cut at a "|"."""
+        n = len(layout.keys)
+        return any(len(o.keys) > n and o.keys[:n] == layout.keys and len(o.rows) for o in self.layouts.values())
+
+    def drop_truncated(self) -> None:
+        """Count the rows of truncated layouts as damaged and forget them (call once, before :meth:`columns`)."""
+        for layout in self.layouts.values():
+            if len(layout.rows) and self._truncated(layout):
+                self.damaged += len(layout.rows)
+                layout.rows = array("q")
+                layout.values = array("d")
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Raw columns in line order (duplicates not yet removed): iteration, train_iters, the standard fields,
+        ``tflops`` and ``loss:<key>`` extra losses; NaN where a line lacks a field."""
+        n = len(self.it)
+        cols: dict[str, np.ndarray] = {
+            "iteration": np.array(self.it, dtype=np.int64),
+            "train_iters": np.array(self.total, dtype=np.int64),
+        }
+        for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
+            cols[name] = np.full(n, np.nan)
+        for layout in self.layouts.values():
+            if not len(layout.rows):
+                continue
+            rows = np.array(layout.rows, dtype=np.int64)
+            values = np.array(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
+            for j, name in enumerate(layout.names):
+                cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
+        if len(self.step_tflops_rows):
+            cols["tflops"][np.array(self.step_tflops_rows, dtype=np.int64)] = np.array(self.step_tflops_vals)
+        return cols
+
+
+def _timestamp(buf: bytes, at: int, pos: int) -> str | None:
+    m = _TS_RE.search(buf, max(pos, at - 48), at)
+    return m.group(1).decode() if m else None
