@@ -118,3 +118,20 @@ def nemorun_home(state_dir: str | os.PathLike[str]) -> Iterator[Path]:
         else:
             os.environ["NEMORUN_HOME"] = previous
             _point_imported_modules(previous)
+
+
+@contextlib.contextmanager
+def no_stdin() -> Iterator[None]:
+    """Give NeMo-Run's shell calls an empty stdin while they run.
+
+    NeMo-Run runs git, tar and sbatch through invoke, which forwards this process's stdin to them (and, on a
+    terminal, switches it to raw mode): under pytest that read fails, and under a live display it would eat
+    keystrokes. The commands need no input.
+    """
+    saved = sys.stdin
+    with open(os.devnull) as devnull:
+        sys.stdin = devnull
+        try:
+            yield
+        finally:
+            sys.stdin = saved

@@ -31,7 +31,7 @@ class GitState:
 def _git(root: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(root), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    ).stdout.rstrip("\n")
 
 
 def git_state(path: str | Path) -> GitState:

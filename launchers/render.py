@@ -18,7 +18,7 @@ from typing import Any
 from launchers import cluster as cl
 from launchers.batch import Item, slurm_batch
 from launchers.envvars import JobEnv, job_env, mask_text
-from launchers.home import nemo_run, nemorun_home, nemorun_home_path
+from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
 
 DEFAULT_TITLE = "sweep"
 
@@ -44,7 +44,7 @@ def render_slurm_batch(
     env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
     scratch = Path(tempfile.mkdtemp(prefix="moe-render-"))
     try:
-        with nemorun_home(scratch / "home") as home:
+        with nemorun_home(scratch / "home") as home, no_stdin():
             run = nemo_run()
             batch = slurm_batch(run, cluster, items, home=home, title=title, label=label, python=python,
                                 env=env, time_limit_s=time_limit_s, srun_args=srun_args)

@@ -21,7 +21,7 @@ from launchers import cluster as cl
 from launchers.batch import Batch, Item, slurm_batch
 from launchers.envvars import JobEnv, job_env, mask_text, quoted_env
 from launchers.errors import LaunchConfigError, LaunchError, SchedulerError
-from launchers.home import nemo_run, nemorun_home
+from launchers.home import nemo_run, nemorun_home, no_stdin
 from launchers.packaging import check_clean, code_packager, git_state
 from launchers.render import DEFAULT_TITLE
 from launchers.shell import Shell, local_shell, shell_for
@@ -177,7 +177,7 @@ def submit_slurm(
         for task in batch.tasks:
             task.executor.env_vars.update(quoted_env(written_secrets))
         submitted = utc_now()
-        with _in_dir(state.root), _environ(env.secrets if not written_secrets else {}):
+        with _in_dir(state.root), _environ(env.secrets if not written_secrets else {}), no_stdin():
             exp = run.Experiment(title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                  enable_goodbye_message=False, skip_status_at_exit=True)
             with exp:
