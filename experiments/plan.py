@@ -234,6 +234,22 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
     }
 
 
+def render_job(plan: Plan, v: Variant, variant_json: Path) -> str:
+    """The job script of the variant's first run, rendered by the launcher's own builder (NeMo-Run dry run for
+    Slurm, the LocalExecutor command line locally) so that ``job.sh`` is what would be submitted."""
+    from launchers.render import render_job_script
+    from launchers.spec import RunSpec
+
+    job = plan.job(v.name)
+    hold = float((plan.cfg.get("payload") or {}).get("hold_s") or 0) or None
+    spec = RunSpec(variant=v.name, variant_json=variant_json.resolve(), attempt=1, repeat=0, mode=plan.mode,
+                   hold_s=hold)
+    kwargs: dict[str, Any] = {"title": plan.expansion.preset.name, "label": f"s{v.stage}"}
+    if job.cluster.executor == "local":
+        kwargs["gpus"] = job.gpus_per_node if plan.mode == "train" else 0
+    return render_job_script(job.cluster, spec, state_dir=(plan.out_dir / "nemo_run").resolve(), **kwargs)
+
+
 def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
     """Create the sweep folder: manifest, variant.json and job.sh per kept variant. Returns the folder.
 
@@ -249,9 +265,7 @@ def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
         vdir = out / "variants" / v.name
         manifest.write_json_atomic(vdir / "variant.json", variant_payload(plan, v), durable=False)
         if render:
-            from launchers.render import render_job_script
-
-            text = render_job_script(plan, v)
+            text = render_job(plan, v, vdir / "variant.json")
             tmp = vdir / ".job.sh.tmp"
             tmp.write_text(text)
             tmp.replace(vdir / "job.sh")

@@ -9,6 +9,12 @@ from experiments.plan import Plan
 _STYLE = {"planned": "green", "gated": "yellow", "pruned": "red"}
 
 
+def _short(text: str, limit: int = 160) -> str:
+    """A reason without its source note, cut to ``limit`` characters (the manifest keeps the full text)."""
+    text = text.split(" (mirrors ")[0]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
     """Print the plan table, warnings and the GPU-hour estimate to stdout."""
     from rich.console import Console
@@ -23,7 +29,7 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
     for v in exp.variants:
         axes = ", ".join(f"{k}={val}" for k, val in v.axes.items()) or "-"
         stage = f"{v.stage} {v.stage_name}" + (f" (gate: {v.gate})" if v.gate and v.status == "gated" else "")
-        reason = "; ".join(v.reasons) if v.reasons else "; ".join(v.warnings)
+        reason = "; ".join(_short(r) for r in (v.reasons or v.warnings))
         t.add_row(v.name, v.role, v.dispatcher, "on" if v.overlap else "off", "on" if v.delay_wgrad else "off",
                   axes, stage, f"[{_STYLE.get(v.status, 'white')}]{v.status}[/]", reason or "")
     console.print(t)
