@@ -56,6 +56,9 @@ class SyntheticSeries:
     """What to simulate: the variants' base step times (ms), the series and the first night."""
 
     variants: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_VARIANTS))
+    groups: dict[str, str] = field(default_factory=dict)
+    """variant -> group key (extra axes, e.g. ``model.expert_model_parallel_size=16``); default ``""``. The
+    baseline of a group is its variant whose name starts with ``a2a.ovl0.dw0``."""
     series: Series = Series(preset="nightly", model="tiny_moe", cluster="synthetic")
     start: date = date(2026, 11, 1)
     noise: NoiseModel = NoiseModel()
@@ -67,6 +70,9 @@ def simulate_night(spec: SyntheticSeries, index: int, rng: np.random.Generator,
     """One night (``spec.start + index`` days). ``factors``: variant -> step-time multiplier (1.10 = a 10%
     regression). ``failed``: variant -> reason, whose runs fail. ``skip``: variants not in tonight's sweep."""
     factors, failed, nz = factors or {}, failed or {}, spec.noise
+    group = {v: spec.groups.get(v, "") for v in spec.variants}
+    base_of = {v: next(b for b in spec.variants if group[b] == group[v] and b.startswith(BASELINE))
+               for v in spec.variants}
     night = spec.start + timedelta(days=index)
     created = datetime(night.year, night.month, night.day, 1, 0, tzinfo=UTC)
     sweep_id = f"{created:%Y%m%d-%H%M%SZ}-{index:06x}"
@@ -77,7 +83,7 @@ def simulate_night(spec: SyntheticSeries, index: int, rng: np.random.Generator,
         for v in names:
             if v in failed:
                 runs.append(RunRecord(variant=v, repeat=rep, attempt=1, status="failed", reason=failed[v],
-                                      role="baseline" if v == BASELINE else "variant"))
+                                      role="baseline" if v == base_of[v] else "variant", group_key=group[v]))
                 continue
             base = spec.variants[v] * factors.get(v, 1.0) * night_f
             mean = base * (1 + rng.normal(0, nz.variant_night_sd)) * (1 + rng.normal(0, nz.run_sd))
@@ -88,23 +94,25 @@ def simulate_night(spec: SyntheticSeries, index: int, rng: np.random.Generator,
             medians.setdefault(v, []).append(med)
             lo, hi = np.percentile(it, [25, 75])
             runs.append(RunRecord(variant=v, repeat=rep, attempt=1, status="ok",
-                                  role="baseline" if v == BASELINE else "variant", step_time_ms=med,
+                                  role="baseline" if v == base_of[v] else "variant", group_key=group[v],
+                                  step_time_ms=med,
                                   step_time_p90_ms=float(np.percentile(it, 90)), step_time_ci_low_ms=float(lo),
                                   step_time_ci_high_ms=float(hi), n_steady=nz.iterations,
                                   tokens_per_s_per_gpu=TOKENS_PER_STEP_PER_GPU / (med / 1000.0),
                                   step_times_ms=tuple(float(x) for x in it)))
     speedups = []
     for v in names:
-        if v == BASELINE:
+        b = base_of[v]
+        if v == b:
             continue
-        if BASELINE not in medians or v not in medians:
-            missing = BASELINE if BASELINE not in medians else v
-            speedups.append(SpeedupRecord(variant=v, baseline=BASELINE,
+        if b not in medians or v not in medians:
+            missing = b if b not in medians else v
+            speedups.append(SpeedupRecord(variant=v, baseline=b, group_key=group[v],
                                           reason=f"no successful run of {missing} tonight"))
             continue
-        ratios = [b / m for b, m in zip(medians[BASELINE], medians[v], strict=False)]
-        speedups.append(SpeedupRecord(variant=v, baseline=BASELINE,
-                                      value=float(np.median(medians[BASELINE]) / np.median(medians[v])),
+        ratios = [x / m for x, m in zip(medians[b], medians[v], strict=False)]
+        speedups.append(SpeedupRecord(variant=v, baseline=b, group_key=group[v],
+                                      value=float(np.median(medians[b]) / np.median(medians[v])),
                                       ci_low=min(ratios), ci_high=max(ratios), verdict="faster"))
     sweep = SweepInfo(sweep_id=sweep_id, series=spec.series, created=created, git_sha=f"{index:040x}",
                       container=(("megatron_core", "0.19.2"), ("torch", "2.14.1")))

@@ -34,6 +34,12 @@ def _stat(value: float | None, **extra: Any) -> dict[str, Any] | None:
     return None if value is None else {"median": value, **extra}
 
 
+def _group(key: str) -> dict[str, Any]:
+    """``"model.expert_model_parallel_size=16"`` -> ``{"model.expert_model_parallel_size": 16}``."""
+    pairs = (kv.split("=", 1) for kv in key.split(",") if kv)
+    return {k: int(v) if v.isdigit() else v for k, v in pairs}
+
+
 def write_sweep_dir(root: Path, night: NightInput) -> Path:
     """Write ``night`` as ``root/<sweep_id>/`` with manifest.json, report/summary.json and per-attempt run.json
     (step_times_ms there, not in summary.json), exactly the shapes the analysis and planner stages write."""
@@ -56,7 +62,7 @@ def write_sweep_dir(root: Path, night: NightInput) -> Path:
         d = out / "variants" / r.variant / f"attempt-{r.attempt}"
         d.mkdir(parents=True, exist_ok=True)
         (d / "run.json").write_text(json.dumps(dict(rec, step_times_ms=list(r.step_times_ms))))
-    comparisons = [{"variant": x.variant, "baseline": x.baseline, "group": {},
+    comparisons = [{"variant": x.variant, "baseline": x.baseline, "group": _group(x.group_key),
                     "speedup": None if x.value is None else {"value": x.value, "ci_low": x.ci_low, "ci_high": x.ci_high},
                     "verdict": x.verdict or "not_comparable", "loss_parity": None, "notes": []} for x in night.speedups]
     summary = {"schema_version": 1,
@@ -69,7 +75,7 @@ def write_sweep_dir(root: Path, night: NightInput) -> Path:
     manifest = {"schema_version": 1, "sweep_id": s.sweep_id, "name": s.series.preset, "created": created,
                 "git_sha": s.git_sha, "dirty": False, "model": s.series.model, "cluster": s.series.cluster,
                 "container": container,
-                "variants": [{"name": n, "role": next(r.role for r in night.runs if r.variant == n), "group": {}}
-                             for n in names]}
+                "variants": [{"name": n, "role": r.role, "group": _group(r.group_key)}
+                             for n in names for r in [next(r for r in night.runs if r.variant == n)]]}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return out

@@ -93,3 +93,24 @@ def test_trend_page_is_self_contained(recorded, tmp_path):
     assert page.cells.count("regression") == 2 and page.cells.count("within_noise") >= 4
     assert re.search(r"<b>2</b> regression\(s\)", text)
     assert oct(out.stat().st_mode & 0o777) != "0o600"
+
+
+def test_groups_are_judged_against_their_own_baseline(tmp_path, sqlite_url):
+    ep = "model.expert_model_parallel_size"
+    spec = SyntheticSeries(
+        variants={"a2a.ovl0.dw0.ep8": 1000.0, "a2a.ovl1.dw0.ep8": 850.0,
+                  "a2a.ovl0.dw0.ep16": 1200.0, "a2a.ovl1.dw0.ep16": 900.0},
+        groups={"a2a.ovl0.dw0.ep8": f"{ep}=8", "a2a.ovl1.dw0.ep8": f"{ep}=8",
+                "a2a.ovl0.dw0.ep16": f"{ep}=16", "a2a.ovl1.dw0.ep16": f"{ep}=16"})
+    # tonight the EP16 baseline got 10% faster: only the EP16 overlap benefit shrank
+    for night in simulate_series(spec, 8, seed=12, tonight={"a2a.ovl0.dw0.ep16": 0.9}):
+        record_summary(sqlite_url, write_sweep_dir(tmp_path / "results", night))
+    report = judge_night(sqlite_url)
+    assert report.variant("a2a.ovl1.dw0.ep16").group_key == f"{ep}=16"
+    assert report.variant("a2a.ovl1.dw0.ep16").baseline_variant == "a2a.ovl0.dw0.ep16"
+    assert report.variant("a2a.ovl1.dw0.ep16").speedup.verdict == "regression"
+    assert report.variant("a2a.ovl1.dw0.ep8").speedup.verdict == "within_noise"
+    assert report.variant("a2a.ovl0.dw0.ep8").speedup is None  # baselines have no speedup
+    page = _Page()
+    page.feed(write_trend_page(sqlite_url, tmp_path / "groups.html").read_text())
+    assert len(page.imgs) == 2  # one figure per group
