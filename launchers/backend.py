@@ -1,45 +1,55 @@
-"""Execution backends the orchestrator drives: one interface, a local one (NeMo-Run LocalExecutor + torchrun)
-and a Slurm one (NeMo-Run SlurmExecutor, launchers/slurm_backend.py).
+"""Execution backends the orchestrator drives: one interface, a local one (NeMo-Run ``LocalExecutor``, torchrun
+over the local GPUs) and a Slurm one (NeMo-Run ``SlurmExecutor``; one Slurm job per run, or one allocation per
+stage with ``pack=true``).
 
-A backend launches one run (:class:`~launchers.attempts.RunRef`) as its own NeMo-Run task, reports the job's
-scheduler state, cancels it, and lists its log files. States use NeMo-Run/torchx AppState names
-(PENDING, SUBMITTED, RUNNING, SUCCEEDED, FAILED, CANCELLED, UNKNOWN); the orchestrator maps them onto the manifest
-statuses and never takes them as the final word (CASES C08).
+Both build their NeMo-Run tasks with the same builders that render ``job.sh`` (:mod:`launchers.local`,
+:mod:`launchers.batch`), so the script written next to each attempt is the one that ran. A backend reports the
+scheduler's view as a manifest status (CONTRACTS §4); the orchestrator never takes it as the final word on a run
+(CASES C08): the analysis stage reads the log as well.
 """
 
 from __future__ import annotations
 
-import shutil
-import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from launchers.attempts import RunRef
+from launchers.spec import RunSpec
 
-TERMINAL_APPSTATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+FINAL = ("succeeded", "failed", "cancelled", "timeout", "lost")
 
 
 @dataclass(frozen=True)
 class JobState:
-    """Scheduler view of one job: AppState name, Slurm job id (if any), exit code (if known)."""
+    """Scheduler view of one run: manifest ``status``, job id (Slurm id or NeMo-Run experiment id), exit code."""
 
-    state: str
+    status: str
     job_id: str | None = None
     exit_code: int | None = None
     detail: str = ""
 
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL
+
 
 class Backend(Protocol):
-    """What the orchestrator needs from an executor backend."""
+    """What the orchestrator needs from an executor backend.
+
+    ``max_concurrent``: runs in flight at once (1 locally, so that variants never share a GPU; None = all).
+    ``enforce_time_limit``: the orchestrator must enforce ``cluster.time_limit`` itself (Slurm does it there).
+    """
 
     max_concurrent: int | None
+    enforce_time_limit: bool
 
-    def launch(self, ref: RunRef, variant_json: Path, mode: str) -> JobState: ...
+    def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobState]: ...
 
-    def launch_module(self, ref: RunRef, module: str, args: list[str], distributed: bool = False) -> JobState: ...
+    def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobState: ...
 
-    def poll(self, ref: RunRef) -> JobState: ...
+    def poll(self, refs: list[RunRef]) -> dict[str, JobState]: ...
 
     def cancel(self, ref: RunRef) -> None: ...
 
@@ -47,92 +57,191 @@ class Backend(Protocol):
 
     def payload_out(self, ref: RunRef) -> Path: ...
 
+    def script(self, ref: RunRef) -> str | None: ...
 
-def payload_command(variant_json: Path, out_dir: Path, ref: RunRef, mode: str, hold_s: float = 0) -> list[str]:
-    """Arguments of ``python -m experiments.train`` for one run (the payload CLI, docs/HELPERS_BRIEF.md)."""
-    args = [str(variant_json), str(out_dir), "--attempt", str(ref.attempt), "--mode", mode]
-    if hold_s:
-        args += ["--hold-s", str(hold_s)]
-    return args
+
+def run_spec(sweep_dir: Path, ref: RunRef, mode: str, hold_s: float) -> RunSpec:
+    """The launcher's RunSpec of one attempt (task name ``<variant>-a<k>``)."""
+    return RunSpec(variant=ref.variant, variant_json=(Path(sweep_dir) / "variants" / ref.variant /
+                                                      "variant.json").resolve(),
+                   attempt=ref.attempt, repeat=ref.repeat, mode=mode, hold_s=hold_s or None)
 
 
 class LocalBackend:
-    """NeMo-Run ``LocalExecutor`` on this machine: torchrun over the local GPUs, one run at a time.
-
-    Runs go one after another (``max_concurrent = 1``) so that variants never share a GPU. Validate mode (no GPU,
-    or ``mode=validate``) starts a single process without torchrun: it needs no distributed launch.
-    """
+    """NeMo-Run ``LocalExecutor`` on this machine, one run at a time (validate mode: one process, no torchrun)."""
 
     max_concurrent = 1
+    enforce_time_limit = True
 
-    def __init__(self, sweep_dir: Path, gpus: int, env: dict[str, str], hold_s: float = 0) -> None:
-        from launchers.home import nemo_run
-
-        self.sweep_dir = Path(sweep_dir)
-        self.run = nemo_run(self.sweep_dir / "nemo_run")
+    def __init__(self, sweep_dir: Path, cluster: dict[str, Any], gpus: int, title: str, hold_s: float = 0) -> None:
+        self.sweep_dir = Path(sweep_dir).resolve()
+        self.cluster = cluster
         self.gpus = gpus
-        self.env = env
+        self.title = title
         self.hold_s = hold_s
-        self._exps: dict[str, object] = {}
+        self._exps: dict[str, Any] = {}
+        self._tasks: dict[str, Any] = {}
+        self._scripts: dict[str, str] = {}
 
-    def payload_out(self, ref: RunRef) -> Path:
-        return self.sweep_dir / "nemo_run" / "payload" / ref.task
+    def _home(self) -> Path:
+        return self.sweep_dir / "nemo_run"
 
-    def launch(self, ref: RunRef, variant_json: Path, mode: str) -> JobState:
-        out = self.payload_out(ref)
-        out.mkdir(parents=True, exist_ok=True)
-        job_variant = out / "variant.json"
-        shutil.copyfile(variant_json, job_variant)
-        args = payload_command(job_variant, out, ref, mode, self.hold_s)
-        return self.launch_module(ref, "experiments.train", args, distributed=mode == "train" and self.gpus > 0)
+    def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobState]:
+        gpus = self.gpus if mode == "train" else 0
+        return {ref.task: self.submit_item(ref.task, run_spec(self.sweep_dir, ref, mode, self.hold_s), f"s{stage}",
+                                           gpus) for ref in refs}
 
-    def launch_module(self, ref: RunRef, module: str, args: list[str], distributed: bool = False) -> JobState:
-        """Start ``python -m module args`` as NeMo-Run task ``ref.task`` (torchrun over the GPUs if distributed)."""
-        run = self.run
-        env = dict(self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        if distributed:
-            ex = run.LocalExecutor(ntasks_per_node=self.gpus, launcher="torchrun", env_vars=env)
-            script = run.Script(path=module, m=True, args=args, entrypoint="python")
-        else:
-            ex = run.LocalExecutor(ntasks_per_node=1, env_vars=env)
-            script = run.Script(path=module, m=True, args=args, entrypoint=sys.executable)
-        exp = run.Experiment(_title(self.sweep_dir), log_level="WARN")
-        exp.__enter__()  # keep it open: exiting would block until the job ends
-        exp.add(script, executor=ex, name=ref.task)
-        exp.run(detach=False)
-        self._exps[ref.task] = exp
-        return JobState("RUNNING", job_id=exp._id)
+    def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobState:
+        """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""
+        from launchers.home import nemo_run, nemorun_home_path, no_stdin
+        from launchers.local import local_batch, render_local
 
-    def poll(self, ref: RunRef) -> JobState:
-        exp = self._exps.get(ref.task)
-        if exp is None:
-            return JobState("UNKNOWN", detail="not launched in this process")
-        st = exp.status(return_dict=True) or {}
-        info = st.get(ref.task, {})
-        state = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
-        exit_code = 0 if state == "SUCCEEDED" else None
-        return JobState(state, job_id=exp._id, exit_code=exit_code)
+        run = nemo_run(self._home())
+        label = f"{label}-{time.time_ns()}"
+        batch = local_batch(run, self.cluster, [item], home=nemorun_home_path(self._home()), title=self.title,
+                            label=label, gpus=gpus)
+        task = batch.tasks[0]
+        self._scripts[key] = render_local(self.cluster, item, state_dir=self._home(), title=self.title,
+                                          label=label, gpus=gpus)
+        with no_stdin():
+            exp = run.Experiment(self.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
+                                 enable_goodbye_message=False, skip_status_at_exit=True)
+            exp.__enter__()  # kept open: leaving the block would wait for the job
+            exp.add(task.script, executor=task.executor, name=task.name)
+            exp.run(detach=False)
+        self._exps[key], self._tasks[key] = exp, task
+        return JobState("running", job_id=batch.exp_id, detail=str(task.job_dir))
+
+    def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
+        out = {}
+        for ref in refs:
+            exp = self._exps.get(ref.task)
+            if exp is None:
+                out[ref.task] = JobState("lost", detail="not launched by this process")
+                continue
+            info = (exp.status(return_dict=True) or {}).get(self._tasks[ref.task].name, {})
+            app = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
+            status = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled",
+                      "RUNNING": "running", "PENDING": "submitted", "SUBMITTED": "submitted"}.get(app, "running")
+            out[ref.task] = JobState(status, job_id=exp._id, exit_code=0 if status == "succeeded" else None)
+        return out
 
     def cancel(self, ref: RunRef) -> None:
         exp = self._exps.get(ref.task)
         if exp is not None:
             try:
-                exp.cancel(ref.task)
+                exp.cancel(self._tasks[ref.task].name)
             except Exception:  # noqa: BLE001 - cancelling a finished local job is harmless
                 pass
 
     def log_files(self, ref: RunRef) -> list[Path]:
-        exp = self._exps.get(ref.task)
-        root = Path(exp._exp_dir) / ref.task if exp is not None else None
+        task = self._tasks.get(ref.task)
+        root = Path(task.job_dir) if task is not None else None
         files = sorted(root.rglob("*.log")) if root and root.exists() else []
         # torchx writes stdout.log, stderr.log and combined.log (both streams): keep only combined.log so that
         # no line is counted twice
         combined = [f for f in files if f.name == "combined.log"]
-        files = combined or files
-        out = self.payload_out(ref)
-        return files + sorted(p for p in out.glob("*.log") if p.is_file())
+        return combined or files
+
+    def payload_out(self, ref: RunRef) -> Path:
+        task = self._tasks.get(ref.task)
+        return Path(task.job_dir) / "out" if task is not None else self._home() / "missing"
+
+    def script(self, ref: RunRef) -> str | None:
+        return self._scripts.get(ref.task)
 
 
-def _title(sweep_dir: Path) -> str:
-    return Path(sweep_dir).name.replace("-", "_")
+class SlurmBackend:
+    """NeMo-Run ``SlurmExecutor`` through the launcher's submit/track modules: every run of a launch is one Slurm
+    job of one NeMo-Run experiment (no ``afterok`` chains); state from squeue/sacct; a job that vanished is lost."""
+
+    max_concurrent = None
+    enforce_time_limit = False
+
+    def __init__(self, sweep_dir: Path, m: dict[str, Any], repo: Path, hold_s: float = 0) -> None:
+        self.sweep_dir = Path(sweep_dir).resolve()
+        self.cluster = m["config"]["cluster"]
+        self.title = m["name"]
+        self.repo = repo
+        self.allow_dirty = bool(m.get("allow_dirty"))
+        self.hold_s = hold_s
+        self._subs: dict[str, Any] = {}
+        self._submitted_at: dict[str, float] = {}
+        self._load_known(m)
+
+    def _load_known(self, m: dict[str, Any]) -> None:
+        """Rebuild job ids and folders of earlier submissions from the manifest (status/collect/resume)."""
+        for v in m["variants"]:
+            for a in v.get("attempts", []):
+                if a.get("job_id"):
+                    ref = RunRef(v["name"], a["repeat"], a["attempt"])
+                    self._subs[ref.task] = _Known(a["job_id"], Path(a["job_dir"]) if a.get("job_dir") else None)
+                    self._submitted_at[ref.task] = time.time() - 3600
+
+    def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobState]:
+        from launchers.batch import batch_label
+
+        specs = [run_spec(self.sweep_dir, r, mode, self.hold_s) for r in refs]
+        return self.submit_items([r.task for r in refs], specs, batch_label(stage))
+
+    def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobState:
+        """Queue one RunSpec or JobCommand (e.g. the container preflight) as a Slurm job."""
+        return self.submit_items([key], [item], label)[key]
+
+    def submit_items(self, keys: list[str], items: list[Any], label: str) -> dict[str, JobState]:
+        from launchers.submit import submit_slurm
+
+        subs = submit_slurm(self.cluster, items, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
+                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty)
+        by_name = {s.name: s for s in subs}
+        out = {}
+        for key, item in zip(keys, items, strict=True):
+            s = by_name[item.name]
+            self._subs[key] = s
+            self._submitted_at[key] = time.time()
+            out[key] = JobState("submitted", job_id=s.job_id, detail=str(s.job_dir))
+        return out
+
+    def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
+        from launchers.track import states
+
+        ids = {self._subs[r.task].job_id: self._submitted_at[r.task] for r in refs if r.task in self._subs}
+        st = states(ids) if ids else {}
+        out = {}
+        for r in refs:
+            sub = self._subs.get(r.task)
+            if sub is None:
+                out[r.task] = JobState("lost", detail="no job id recorded")
+                continue
+            s = st[sub.job_id]
+            out[r.task] = JobState(s.status, job_id=sub.job_id, exit_code=s.exit_code, detail=s.reason)
+        return out
+
+    def cancel(self, ref: RunRef) -> None:
+        from launchers.submit import cancel
+
+        sub = self._subs.get(ref.task)
+        if sub is not None:
+            cancel([sub.job_id])
+
+    def log_files(self, ref: RunRef) -> list[Path]:
+        from launchers.track import log_files
+
+        sub = self._subs.get(ref.task)
+        if sub is None or sub.job_dir is None:
+            return []
+        return log_files(sub.job_dir, sub.job_id)
+
+    def payload_out(self, ref: RunRef) -> Path:
+        sub = self._subs.get(ref.task)
+        return Path(sub.job_dir) / "out" if sub is not None and sub.job_dir else self.sweep_dir / "missing"
+
+    def script(self, ref: RunRef) -> str | None:
+        sub = self._subs.get(ref.task)
+        return getattr(sub, "script", None)
+
+
+@dataclass(frozen=True)
+class _Known:
+    job_id: str
+    job_dir: Path | None

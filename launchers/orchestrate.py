@@ -22,12 +22,11 @@ from experiments import manifest
 from experiments.config import ConfigError
 from experiments.records import GOOD_OUTCOMES
 from launchers.attempts import RunRef, latest_attempts, new_attempts, set_attempt, set_variant_status
-from launchers.backend import TERMINAL_APPSTATES, Backend, JobState
+from launchers.backend import Backend, JobState
 from launchers.progress import Display, RunView, median_step_ms, read_tail, update_from_log
 
 EXIT_OK, EXIT_USAGE, EXIT_FAILED, EXIT_INFRA, EXIT_INTERRUPTED = 0, 2, 3, 5, 130
-_APP_TO_MANIFEST = {"PENDING": "submitted", "SUBMITTED": "submitted", "RUNNING": "running",
-                    "SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled"}
+REPO = Path(__file__).resolve().parent.parent
 
 
 # ----------------------------------------------------------------------------------------------- entry points
@@ -72,18 +71,14 @@ def find_sweep(settings) -> Path:
 # ----------------------------------------------------------------------------------------------- backends
 def make_backend(sweep_dir: Path, m: dict[str, Any]) -> Backend:
     """The backend for the sweep's cluster profile (local or Slurm)."""
+    from launchers.backend import LocalBackend, SlurmBackend
+
     cfg = m["config"]
-    cluster = cfg["cluster"]
     hold = float((cfg.get("payload") or {}).get("hold_s") or 0)
-    env = {str(k): str(v) for k, v in (cluster.get("env_vars") or {}).items()}
-    if cluster["executor"] == "local":
-        from launchers.backend import LocalBackend
-
+    if cfg["cluster"]["executor"] == "local":
         gpus = _first_variant_json(sweep_dir, m)["cluster"]["gpus_per_node"] if m["mode"] == "train" else 0
-        return LocalBackend(sweep_dir, int(gpus or 0), env, hold)
-    from launchers.slurm_backend import SlurmBackend
-
-    return SlurmBackend(sweep_dir, m, hold)
+        return LocalBackend(sweep_dir, cfg["cluster"], int(gpus or 0), m["name"], hold)
+    return SlurmBackend(sweep_dir, m, REPO, hold)
 
 
 def _first_variant_json(sweep_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +121,10 @@ def _drive(sweep_dir: Path, settings, resume: bool, collect_only: bool = False) 
         display.close(list(views.values()))
         _interrupt(sweep_dir, backend, views)
         return EXIT_INTERRUPTED
+    except SubmitError as e:
+        display.close(list(views.values()))
+        print(f"error: the scheduler refused the submission: {e}", file=sys.stderr)
+        return EXIT_INFRA
     display.close(list(views.values()))
     rc = analyse(sweep_dir)
     if m["config"].get("history", {}).get("enabled"):
@@ -171,7 +170,8 @@ def _track(sweep_dir: Path, backend: Backend, runs: list[tuple[str, int]], views
     if not runs:
         return
     m = manifest.load(sweep_dir)
-    refs = [r for r in new_attempts(sweep_dir, runs) if r.variant in {v["name"] for v in m["variants"]}]
+    stage_of = {v["name"]: v["stage"] for v in m["variants"]}
+    refs = new_attempts(sweep_dir, runs)
     queue = list(refs)
     active: list[RunRef] = []
     limit = backend.max_concurrent or len(refs)
@@ -180,45 +180,70 @@ def _track(sweep_dir: Path, backend: Backend, runs: list[tuple[str, int]], views
     for r in refs:
         views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat)
     while queue or active:
-        while queue and len(active) < limit:
-            ref = queue.pop(0)
-            vj = sweep_dir / "variants" / ref.variant / "variant.json"
-            try:
-                st = backend.launch(ref, vj, m["mode"])
-            except ConfigError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a refused submission fails this run only
-                set_attempt(sweep_dir, ref, status="failed", add_flags=["submit_failed"], note=str(e)[:500])
-                views[ref.task].state, views[ref.task].note = "failed", f"submit: {e}"[:80]
-                continue
-            set_attempt(sweep_dir, ref, status="submitted", job_id=st.job_id, submitted=_now())
-            views[ref.task].state, views[ref.task].job_id = "submitted", st.job_id
-            started[ref.task] = time.monotonic()
-            active.append(ref)
+        if queue and len(active) < limit:
+            take = queue[: limit - len(active)]
+            del queue[: len(take)]
+            for stage in sorted({stage_of[r.variant] for r in take}):
+                batch = [r for r in take if stage_of[r.variant] == stage]
+                try:
+                    launched = backend.launch(batch, m["mode"], stage)
+                except ConfigError:
+                    raise
+                except Exception as e:  # a refused submission: nothing of it is left queued (launchers.submit)
+                    for r in batch:
+                        set_attempt(sweep_dir, r, status="failed", add_flags=["submit_failed"], note=str(e)[:500])
+                        views[r.task].state, views[r.task].note = "failed", f"submit: {e}"[:100]
+                    if not isinstance(backend.max_concurrent, int):
+                        raise SubmitError(str(e)) from e
+                    continue
+                for r in batch:
+                    st = launched[r.task]
+                    set_attempt(sweep_dir, r, status="submitted", job_id=st.job_id, submitted=_now(),
+                                job_dir=st.detail or None)
+                    _write_script(sweep_dir, r, backend.script(r))
+                    views[r.task].state, views[r.task].job_id = "submitted", st.job_id
+                    started[r.task] = time.monotonic()
+                    active.append(r)
+        polled = backend.poll(active) if active else {}
         for ref in list(active):
-            st = backend.poll(ref)
+            st = polled[ref.task]
             view = views[ref.task]
             update_from_log(view, read_tail(backend.log_files(ref)))
-            status = _APP_TO_MANIFEST.get(st.state, view.state)
             if st.job_id:
                 view.job_id = st.job_id
-            if status != view.state and status in ("running", "submitted"):
-                set_attempt(sweep_dir, ref, status=status, job_id=view.job_id)
-            view.state = status
+            if st.status != view.state and st.status in ("running", "submitted"):
+                set_attempt(sweep_dir, ref, status=st.status)
+            if view.state not in ("timeout", "cancelled"):
+                view.state = st.status
             _check_hang_and_limit(sweep_dir, backend, ref, view, settings, started, time_limit)
-            if st.state in TERMINAL_APPSTATES or view.state in ("timeout", "cancelled", "lost"):
-                final = view.state if view.state in ("timeout", "cancelled", "lost") else status
+            if st.final or view.state in ("timeout", "cancelled"):
+                final = view.state if view.state in ("timeout", "cancelled") and not st.final else st.status
+                if view.state == "timeout":
+                    final = "timeout"
                 set_attempt(sweep_dir, ref, status=final, exit_code=st.exit_code)
-                _collect(sweep_dir, backend, ref)
-                active.remove(ref)
-            elif st.state == "UNKNOWN" and st.detail == "vanished":
-                set_attempt(sweep_dir, ref, status="lost")
-                view.state = "lost"
+                view.state = final
+                if st.detail and final in ("lost", "failed"):
+                    view.note = (view.note + " " + st.detail).strip()[:100]
                 _collect(sweep_dir, backend, ref)
                 active.remove(ref)
         display.update(list(views.values()))
         if queue or active:
             time.sleep(settings.poll_s)
+
+
+class SubmitError(RuntimeError):
+    """The scheduler refused a submission (exit code 5); nothing of that batch is left queued."""
+
+
+def _write_script(sweep_dir: Path, ref: RunRef, text: str | None) -> None:
+    """``job.sh`` as submitted: in the attempt folder, and as the variant's latest (CONTRACTS §3)."""
+    if not text:
+        return
+    for path in (ref.attempt_dir(sweep_dir) / "job.sh", Path(sweep_dir) / "variants" / ref.variant / "job.sh"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(".job.sh.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
 
 
 def _check_hang_and_limit(sweep_dir, backend, ref, view, settings, started, time_limit) -> None:
@@ -234,7 +259,7 @@ def _check_hang_and_limit(sweep_dir, backend, ref, view, settings, started, time
             if settings.hang_action == "cancel":
                 backend.cancel(ref)
                 view.state = "cancelled"
-    if time_limit and getattr(backend, "enforce_time_limit", True) and isinstance(backend.max_concurrent, int):
+    if time_limit and backend.enforce_time_limit:
         if time.monotonic() - started.get(ref.task, time.monotonic()) > time_limit:
             backend.cancel(ref)
             view.state, view.note = "timeout", "local time limit reached"
@@ -242,11 +267,11 @@ def _check_hang_and_limit(sweep_dir, backend, ref, view, settings, started, time
 
 
 def _time_limit_s(m: dict[str, Any]) -> int | None:
-    from experiments.config import ClusterConfig
+    from launchers.cluster import time_limit_s
 
     try:
-        return ClusterConfig.time_limit_s.fget(type("C", (), {"time_limit": m["config"]["cluster"]["time_limit"]}))
-    except Exception:  # noqa: BLE001
+        return time_limit_s(m["config"]["cluster"])
+    except Exception:  # noqa: BLE001 - a malformed limit was rejected at plan time; nothing to enforce here
         return None
 
 
@@ -295,24 +320,20 @@ def _reattach(sweep_dir, backend, views, display, settings) -> None:
     m = manifest.load(sweep_dir)
     live = [(v["name"], a) for v in m["variants"] for a in v.get("attempts", [])
             if a["status"] in ("submitted", "running")]
-    if not live:
-        return
     refs = [RunRef(n, a["repeat"], a["attempt"]) for n, a in live]
     for r, (_, a) in zip(refs, live, strict=True):
         views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat, job_id=a.get("job_id"), state=a["status"])
     while refs:
+        polled = backend.poll(refs)
         for ref in list(refs):
-            st: JobState = backend.poll(ref)
+            st: JobState = polled[ref.task]
             view = views[ref.task]
             update_from_log(view, read_tail(backend.log_files(ref)))
-            if st.state in TERMINAL_APPSTATES or st.detail == "vanished":
-                final = "lost" if st.detail == "vanished" else _APP_TO_MANIFEST[st.state]
-                set_attempt(sweep_dir, ref, status=final, exit_code=st.exit_code)
-                view.state = final
+            view.state = st.status
+            if st.final:
+                set_attempt(sweep_dir, ref, status=st.status, exit_code=st.exit_code)
                 _collect(sweep_dir, backend, ref)
                 refs.remove(ref)
-            else:
-                view.state = _APP_TO_MANIFEST.get(st.state, view.state)
         display.update(list(views.values()))
         if refs:
             time.sleep(settings.poll_s)
@@ -338,23 +359,25 @@ def _interrupt(sweep_dir: Path, backend: Backend, views: dict[str, RunView]) -> 
 def _container_preflight(sweep_dir: Path, backend: Backend, display: Display) -> None:
     """``preflight=container``: one job runs the payload's validate mode for every kept variant, before any
     training job. A variant that fails is marked pruned with the library's message and never trained."""
+    from launchers.spec import JobCommand
+
     m = manifest.load(sweep_dir)
     names = [v["name"] for v in m["variants"] if v["status"] in ("planned", "gated")]
     if not names:
         return
-    ref = RunRef("_preflight", 0, 1)
-    out = sweep_dir / "preflight"
-    args = [str(sweep_dir / "variants" / n / "variant.json") for n in names] + ["--out", str(out)]
+    ref = RunRef("preflight", 0, 1)
+    out = (sweep_dir / "preflight").resolve()
+    argv = (sys.executable, "-m", "experiments.payload.validate_all",
+            *[str((sweep_dir / "variants" / n / "variant.json").resolve()) for n in names], "--out", str(out))
     view = RunView(ref.task, "container preflight", 1, 0, state="submitted")
-    st = backend.launch_module(ref, "experiments.payload.validate_all", args)
+    st = backend.submit_item(ref.task, JobCommand(name="preflight", argv=argv), "preflight")
     view.job_id = st.job_id
-    while True:
-        st = backend.poll(ref)
-        view.state = _APP_TO_MANIFEST.get(st.state, view.state)
+    while not st.final:
+        st = backend.poll([ref])[ref.task]
+        view.state = st.status
         display.update([view])
-        if st.state in TERMINAL_APPSTATES or st.detail == "vanished":
-            break
-        time.sleep(1.0)
+        if not st.final:
+            time.sleep(1.0)
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     for src in backend.log_files(ref):
