@@ -76,6 +76,7 @@ class IterationSeries:
     skipped: np.ndarray
     nan_iterations: np.ndarray
     global_batch_size: np.ndarray
+    nonfinite: np.ndarray  # bool: the line printed nan or inf in some field
     extra_losses: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -151,6 +152,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         cols["train_iters"] = np.full(n, -1.0)
         cols["step_ms"] = np.array(scanner.step_only, dtype=np.float64)
         cols["tflops"] = np.array(scanner.step_only_tflops, dtype=np.float64)
+        cols["nonfinite"] = np.zeros(n, dtype=bool)
         source = "step_time_line" if np.isfinite(cols["tflops"]).any() else None
     else:
         # one record per iteration number; the later line (a later restart) wins
@@ -173,6 +175,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         tflops=cols["tflops"],
         lm_loss=cols["lm_loss"],
         grad_norm=cols["grad_norm"],
+        nonfinite=cols["nonfinite"],
         extra_losses=extras,
         **ints,
     )

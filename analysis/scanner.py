@@ -38,6 +38,7 @@ _ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # every character an intact Megatron iteration line can hold after "iteration N/ M |"
 _LINE_OK = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _/().,+-:|\t"
 _NAN = float("nan")
+_INFS = (float("inf"), float("-inf"))
 
 # Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
 STANDARD_FIELDS: tuple[tuple[str, bytes], ...] = (
@@ -139,6 +140,7 @@ class Scanner:
         self.layouts: dict[tuple[bytes, ...], _Layout] = {}
         self._last_keys: list[bytes] | None = None
         self._last_layout: _Layout | None = None
+        self.nonfinite_rows = array("q")  # rows with a NaN or Inf value in any field
         self.step_tflops_rows = array("q")  # rows whose throughput comes from a paired Step Time line
         self.step_tflops_vals = array("d")
         self.step_only = array("d")  # every Step Time line (ms, TFLOP/s/GPU), used when there are no iteration lines
@@ -295,8 +297,11 @@ class Scanner:
                 except ValueError:
                     self.damaged += 1
                     continue
-            floats.append(nan)
             row = len(self.it)
+            total_value = sum(floats)
+            if total_value != total_value or total_value in _INFS:
+                self.nonfinite_rows.append(row)  # "nan"/"inf" printed in some field
+            floats.append(nan)
             it_append(int(n))
             total_append(int(total))
             layout.rows.append(row)
@@ -402,6 +407,8 @@ class Scanner:
             values = np.array(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
             for j, name in enumerate(layout.names):
                 cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
+        cols["nonfinite"] = np.zeros(n, dtype=bool)
+        cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):
             cols["tflops"][np.array(self.step_tflops_rows, dtype=np.int64)] = np.array(self.step_tflops_vals)
         return cols

@@ -1,0 +1,307 @@
+"""Turn a sweep folder, or loose log files, into a :class:`Summary` (CONTRACTS.md §3, §7).
+
+Sweep folder: ``manifest.json`` (read-only), ``variants/<v>/variant.json``, and per attempt
+``variants/<v>/attempt-<k>/{logs/, effective_config.json}``. For each (variant, repeat) the latest attempt counts;
+every attempt gets its ``run.json`` next to its logs (atomic write). Optional input: ``profile.a2a_ms`` in
+effective_config.json (the baseline's all-to-all time per step, ms) enables the overlap ceiling.
+
+Loose files: files whose names differ only in ``_<jobid>_<restart>.out`` form one run named after the stem; the
+baseline is ``baseline=`` or the run whose effective_config.json (next to the log) requests alltoall with overlap
+and delay_wgrad off.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis.classify import Expectation, SchedulerInfo, classify
+from analysis.compare import LOSS_TOLERANCE, backend_rates, compare_all
+from analysis.files import atomic_write_json, read_json
+from analysis.labels import label_from_name
+from analysis.parse import group_restart_files, parse_files, restart_key
+from analysis.results import RunConfig, RunResult, Summary
+from analysis.stats import N_BOOT, SEED, compute_stats
+from experiments.records import DEFAULT_ALLOW_ADJUST
+
+NOT_LOGS = frozenset({".json", ".png", ".jpg", ".svg", ".html", ".md", ".yaml", ".yml", ".py", ".sh", ".db",
+                      ".sqlite", ".pt", ".pdf", ".csv"})
+
+
+class UsageError(ValueError):
+    """Bad command-line input: a missing path, an unknown baseline, a negative warm-up (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Analysis settings (conf/config.yaml ``analysis.*``): warm-up override, loss tolerance, bootstrap size."""
+
+    warmup: int | None = None
+    tolerance: float = LOSS_TOLERANCE
+    n_boot: int = N_BOOT
+    seed: int = SEED
+    hang_min_s: float = 600
+
+    def __post_init__(self) -> None:
+        if self.warmup is not None and self.warmup < 0:
+            raise UsageError(f"--warmup must be >= 0 iterations, got {self.warmup}")
+        if not 0 < self.tolerance < 1:
+            raise UsageError(f"loss tolerance must be in (0, 1), got {self.tolerance}")
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(str(value)) if value is not None and str(value).strip() not in ("", "None", "null") else None
+    except ValueError:
+        return None
+
+
+def log_files(folder: Path) -> list[Path]:
+    """Regular, non-hidden files under ``folder`` that may be logs, ordered by restart then name."""
+    found = [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".") and p.suffix not in NOT_LOGS]
+    return sorted(found, key=lambda p: (restart_key(p)[1], str(p)))
+
+
+def analyze_run(
+    files: Sequence[Path],
+    *,
+    name: str,
+    variant: str,
+    attempt: int | None = None,
+    repeat: int | None = None,
+    expect: Expectation | None = None,
+    effective: dict[str, Any] | None = None,
+    variant_json: dict[str, Any] | None = None,
+    scheduler: SchedulerInfo | None = None,
+    group: dict[str, Any] | None = None,
+    role: str | None = None,
+    last_log_age_s: float | None = None,
+    a2a_ms: float | None = None,
+    options: Options = Options(),
+    display_root: Path | None = None,
+) -> RunResult:
+    """Parse, measure and classify one attempt (files in restart order). Never raises for bad log content."""
+    expect = expect or Expectation()
+    log = parse_files(files) if files else None
+    eff = (effective or {}).get("effective") or {}
+    settings = (variant_json or {}).get("settings") or expect.settings or {}
+    cluster = (variant_json or {}).get("cluster") or {}
+    hardware = (effective or {}).get("hardware") or {}
+    env = {**((variant_json or {}).get("env") or {}), **((effective or {}).get("env") or {})}
+    log_cfg = log.config if log else {}
+    series = log.series if log else None
+    line_gbs = int(series.global_batch_size[series.global_batch_size > 0][0]) if series is not None and (
+        series.global_batch_size > 0).any() else None
+    config = RunConfig(
+        global_batch_size=_int(eff.get("global_batch_size")) or _int(settings.get("global_batch_size")) or line_gbs
+        or _int(log_cfg.get("global_batch_size")),
+        seq_length=_int(eff.get("seq_length")) or _int(settings.get("seq_length")) or _int(log_cfg.get("seq_length")),
+        world_size=_int(hardware.get("world_size")) or _int(cluster.get("world_size")) or _int(log_cfg.get("world_size")),
+        cuda_device_max_connections=None if env.get("CUDA_DEVICE_MAX_CONNECTIONS") is None
+        else str(env["CUDA_DEVICE_MAX_CONNECTIONS"]),
+    )
+    train_iters = (_int(eff.get("train_iters")) or expect.train_iters or (log.train_iters if log else None)
+                   or _int(log_cfg.get("train_iters")))
+    stats = None
+    if series is not None and len(series):
+        stats = compute_stats(series, warmup=options.warmup, train_iters=train_iters,
+                              global_batch_size=config.global_batch_size, seq_length=config.seq_length,
+                              world_size=config.world_size, restart_first_iterations=log.restart_first_iterations,
+                              n_boot=options.n_boot, seed=options.seed)
+    median = stats.step_time.median if stats and stats.step_time else None
+    verdict = classify(log, scheduler=scheduler, expect=expect, effective=effective,
+                       steady_iterations=stats.steady if stats else None, median_step_ms=median,
+                       last_log_age_s=last_log_age_s, hang_min_s=options.hang_min_s)
+    keep_numbers = verdict.status in ("ok", "ok_with_warning", "invalid_variant", "failed", "incomplete")
+    keep_numbers = keep_numbers and stats is not None and stats.sufficient
+    requested = expect.requested or {}
+    hosts = tuple(dict.fromkeys([*(hardware.get("hostnames") or []), *verdict.hosts]))
+    shown = [str(Path(f).relative_to(display_root)) if display_root and Path(f).is_relative_to(display_root)
+             else str(f) for f in files]
+    return RunResult(
+        name=name, variant=variant, status=verdict.status, reason=verdict.reason, attempt=attempt, repeat=repeat,
+        evidence=verdict.evidence, flags=verdict.flags, hint=verdict.hint, details=verdict.details,
+        notes=tuple(dict.fromkeys([*verdict.notes, *(stats.notes if stats else ())])),
+        iterations_total=stats.total if stats else 0, iterations_steady=stats.steady if stats else 0,
+        iterations_skipped=stats.skipped if stats else 0, warmup=stats.warmup if stats else options.warmup,
+        train_iters=train_iters,
+        step_time=stats.step_time if keep_numbers else None, tflops=stats.tflops if keep_numbers else None,
+        tokens=stats.tokens if keep_numbers else None, peak_mem_gb=log.peak_mem_gb if log else None,
+        loss_first=stats.loss_first if stats else None, loss_last=stats.loss_last if stats else None,
+        hosts=hosts, files=tuple(shown),
+        dispatcher=requested.get("dispatcher"), overlap=requested.get("overlap"),
+        delay_wgrad=requested.get("delay_wgrad"), group=dict(group or {}), role=role, mode=expect.mode,
+        config=config, a2a_ms=a2a_ms or _float(((effective or {}).get("profile") or {}).get("a2a_ms")),
+        series=series, steady_mask=stats.steady_mask if stats else None,
+    )
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+# -- sweep folders -----------------------------------------------------------------------------------------------
+def is_sweep_folder(path: Path) -> bool:
+    """A folder holding manifest.json (CONTRACTS §3)."""
+    return path.is_dir() and (path / "manifest.json").is_file()
+
+
+def _sweep_info(manifest: dict[str, Any]) -> dict[str, Any]:
+    keys = ("sweep_id", "name", "git_sha", "created", "model", "cluster")
+    info = {k: manifest.get(k) for k in keys}
+    info["container"] = manifest.get("container") if isinstance(manifest.get("container"), dict) else {}
+    return info
+
+
+def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Options | None = None,
+                  write_run_json: bool = True, now: float | None = None) -> Summary:
+    """Analyse a sweep folder: one RunResult per (variant, repeat) (its latest attempt), comparisons inside each
+    group, per-backend failure rates. Writes ``run.json`` into every attempt folder unless ``write_run_json`` is
+    False. Raises UsageError when ``sweep_dir`` has no readable manifest.json."""
+    options = options or Options(warmup=warmup)
+    sweep_dir = Path(sweep_dir)
+    try:
+        manifest = read_json(sweep_dir / "manifest.json")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{sweep_dir}: cannot read manifest.json ({exc})") from exc
+    now = time.time() if now is None else now
+    mode = manifest.get("mode") or "train"
+    runs: list[RunResult] = []
+    notes: list[str] = []
+    variants = [v for v in manifest.get("variants") or [] if isinstance(v, dict) and v.get("name")]
+    multi = any(len({a.get("repeat") for a in v.get("attempts") or []}) > 1 for v in variants)
+    for v in variants:
+        vdir = sweep_dir / "variants" / v["name"]
+        try:
+            vjson = read_json(vdir / "variant.json")
+        except (OSError, ValueError):
+            vjson = {}
+        requested = {"dispatcher": v.get("dispatcher"), "overlap": v.get("overlap"),
+                     "delay_wgrad": v.get("delay_wgrad"), **(v.get("axes") or {})}
+        expect = Expectation(mode=vjson.get("mode") or mode, requested=requested, settings=v.get("settings") or {},
+                             allow_adjust=tuple(v.get("allow_adjust") or DEFAULT_ALLOW_ADJUST),
+                             train_iters=_int((vjson.get("payload") or {}).get("train_iters")))
+        common = dict(variant=v["name"], expect=expect, variant_json=vjson, group=v.get("group") or {},
+                      role=v.get("role"), options=options, display_root=sweep_dir)
+        attempts = [a for a in v.get("attempts") or [] if isinstance(a, dict)]
+        if not attempts:
+            r = analyze_run([], name=v["name"], scheduler=SchedulerInfo(v.get("status")), **common)
+            evidence = tuple(v.get("reasons") or ()) if r.status == "pruned" else r.evidence
+            runs.append(_replace(r, evidence=evidence))
+            continue
+        latest = {}
+        for a in sorted(attempts, key=lambda a: a.get("attempt") or 0):
+            latest[a.get("repeat")] = a
+        for a in sorted(attempts, key=lambda a: a.get("attempt") or 0):
+            k = a.get("attempt")
+            adir = vdir / f"attempt-{k}"
+            ldir = sweep_dir / a["log_dir"] if a.get("log_dir") else adir / "logs"
+            files = log_files(ldir) if ldir.is_dir() else []
+            try:
+                effective = read_json(adir / "effective_config.json")
+            except (OSError, ValueError):
+                effective = None
+            status = a.get("status")
+            age = None
+            if status in ("running", "submitted") and files:
+                age = now - max(f.stat().st_mtime for f in files)
+            name = v["name"] if not multi else f"{v['name']}.r{a.get('repeat')}"
+            scheduler = SchedulerInfo(status, a.get("exit_code"), tuple(a.get("flags") or ()))
+            r = analyze_run(files, name=name, attempt=k, repeat=a.get("repeat"), effective=effective,
+                            scheduler=scheduler, last_log_age_s=age, **common)
+            if write_run_json and adir.is_dir():
+                atomic_write_json(adir / "run.json", r.to_run_json())
+            if latest.get(a.get("repeat")) is a:
+                runs.append(r)
+            else:
+                notes.append(f"{v['name']} attempt-{k} superseded by a later attempt ({r.status}"
+                             + (f": {r.reason})" if r.reason else ")"))
+    comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed)
+    if not any(r.role == "baseline" for r in runs):
+        notes.append("no baseline variant in the manifest: speedups not computed")
+    return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes))
+
+
+def _replace(r: RunResult, **changes: Any) -> RunResult:
+    from dataclasses import replace
+
+    return replace(r, **changes)
+
+
+# -- loose files -------------------------------------------------------------------------------------------------
+def _effective_for(files: list[Path], runs_in_dir: int) -> dict[str, Any] | None:
+    folder = files[0].parent
+    stem = restart_key(files[0])[0]
+    candidates = [folder / f"{stem}.effective_config.json", folder / f"{stem}_effective_config.json"]
+    if runs_in_dir == 1:
+        candidates.append(folder / "effective_config.json")
+        if folder.name == "logs":
+            candidates.append(folder.parent / "effective_config.json")
+    for c in candidates:
+        if c.is_file():
+            try:
+                return read_json(c)
+            except (OSError, ValueError):
+                return None
+    return None
+
+
+def analyze_files(paths: Sequence[Path], *, baseline: str | None = None, warmup: int | None = None,
+                  options: Options | None = None) -> Summary:
+    """Analyse loose log files or folders of logs (CONTRACTS §7). Raises UsageError for a missing path, a path
+    without log files, or a ``baseline`` that names no run."""
+    options = options or Options(warmup=warmup)
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if not os.path.lexists(p):
+            raise UsageError(f"no such file or folder: {p}")
+        if p.is_dir():
+            found = log_files(p)
+            if not found:
+                raise UsageError(f"no log files under {p} (looked for files not ending in {', '.join(sorted(NOT_LOGS))})")
+            files.extend(found)
+        else:
+            files.append(p)
+    groups: dict[tuple[Path, str], list[Path]] = {}
+    for folder in dict.fromkeys(f.parent for f in files):
+        for stem, members in group_restart_files([f for f in files if f.parent == folder]).items():
+            groups[(folder, stem)] = members
+    stems = [stem for _, stem in groups]
+    per_dir = {folder: sum(1 for f, _ in groups if f == folder) for folder, _ in groups}
+    runs: list[RunResult] = []
+    for (folder, stem), members in groups.items():
+        name = stem if stems.count(stem) == 1 else f"{folder.name}/{stem}"
+        effective = _effective_for(members, per_dir[folder])
+        requested = (effective or {}).get("requested") or label_from_name(stem) or {}
+        variant = (effective or {}).get("variant") or name
+        is_base = (requested.get("dispatcher") == "alltoall" and requested.get("overlap") is False
+                   and requested.get("delay_wgrad") is False)
+        expect = Expectation(mode=(effective or {}).get("mode") or "train", requested=requested or None,
+                             train_iters=_int(((effective or {}).get("effective") or {}).get("train_iters")))
+        group = {k: v for k, v in requested.items() if "." in k}
+        runs.append(analyze_run(members, name=name, variant=variant, attempt=(effective or {}).get("attempt"),
+                                expect=expect, effective=effective, group=group,
+                                role="baseline" if is_base and effective else None, options=options))
+    notes: list[str] = []
+    if baseline is not None:
+        names = {r.name: r.variant for r in runs} | {r.variant: r.variant for r in runs}
+        if baseline not in names:
+            raise UsageError(f"--baseline {baseline!r} names no run; runs are: {', '.join(sorted({r.name for r in runs}))}")
+        base_variant = names[baseline]
+        runs = [_replace(r, role="baseline" if r.variant == base_variant else "variant") for r in runs]
+        comparisons = compare_all(runs, baseline=base_variant, tolerance=options.tolerance, n_boot=options.n_boot,
+                                  seed=options.seed)
+    elif any(r.role == "baseline" for r in runs):
+        comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed)
+    else:
+        comparisons = ()
+        notes.append("no baseline (give --baseline NAME or an effective_config.json next to the log): "
+                     "speedups not computed")
+    return Summary(None, tuple(runs), comparisons, backend_rates(runs), tuple(notes))

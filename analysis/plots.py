@@ -1,0 +1,114 @@
+"""PNG plots of a summary (matplotlib, Agg, no pyplot global state): throughput per run with 95% error bars, step
+time over iterations per run, and lm-loss curves overlaid. Failed runs stay visible in the throughput plot."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from analysis.results import RunResult, Summary  # noqa: E402
+
+_COLORS = {"alltoall": "#4C72B0", "allgather": "#8172B2", "deepep": "#55A868", "hybridep": "#DD8452",
+           "ncclep": "#937860"}
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _throughput_metric(runs: list[RunResult]) -> tuple[str, str]:
+    if any(r.tflops for r in runs):
+        return "tflops", "TFLOP/s/GPU (median, 95% CI)"
+    if any(r.tokens for r in runs):
+        return "tokens", "tokens/s/GPU (median, 95% CI)"
+    return "step", "step time ms (median, 95% CI)"
+
+
+def throughput_png(summary: Summary) -> bytes | None:
+    """Bar chart of each kept run's throughput with its interval; runs without a number get a red cross and
+    their status (CASES C07: failing cells are shown, not dropped). None when no run ran."""
+    runs = [r for r in summary.runs if r.status not in ("pruned", "skipped")]
+    if not runs:
+        return None
+    metric, label = _throughput_metric(runs)
+    fig = Figure(figsize=(max(6.0, 0.7 * len(runs) + 2), 4.2))
+    ax = fig.add_subplot()
+    for i, r in enumerate(runs):
+        est = {"tflops": r.tflops, "tokens": r.tokens}.get(metric) if metric != "step" else r.step_time
+        color = _COLORS.get(r.dispatcher or "", "#777777")
+        if est is None or not r.good:
+            ax.bar(i, 0, color=color)
+            ax.plot(i, 0, marker="x", color="#C44E52", markersize=12, mew=3)
+            ax.annotate(f"{r.status}\n{r.reason or ''}".strip(), (i, 0), textcoords="offset points", xytext=(0, 10),
+                        ha="center", fontsize=7, color="#C44E52", rotation=90)
+            continue
+        ax.bar(i, est.median, color=color, alpha=0.85)
+        ax.errorbar(i, est.median, yerr=[[est.median - est.ci_low], [est.ci_high - est.median]], color="black",
+                    capsize=4)
+    ax.set_xticks(range(len(runs)), [r.name for r in runs], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(label)
+    ax.set_title("Throughput per run")
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def _curves(summary: Summary, column: str, ylabel: str, title: str) -> bytes | None:
+    runs = [r for r in summary.runs if r.series is not None and len(r.series)]
+    if not runs:
+        return None
+    fig = Figure(figsize=(8, 4.2))
+    ax = fig.add_subplot()
+    drew = False
+    steady_max = 0.0
+    for r in runs:
+        if r.steady_mask is not None:
+            ys = getattr(r.series, column)[r.steady_mask]
+            ys = ys[ys == ys]
+            steady_max = max(steady_max, float(ys.max()) if ys.size else 0.0)
+    for r in runs:
+        y = getattr(r.series, column)
+        ok = y == y
+        if not ok.any():
+            continue
+        ax.plot(r.series.iteration[ok], y[ok], label=f"{r.name} ({r.status})", linewidth=1.2)
+        drew = True
+    if not drew:
+        return None
+    warm = max((r.warmup or 0) for r in runs)
+    if warm:
+        ax.axvspan(0, warm + 0.5, color="#cccccc", alpha=0.4, label=f"warm-up (<= {warm})")
+    top = ax.get_ylim()[1]
+    if steady_max > 0 and top > 3 * steady_max:  # a slow first iteration would flatten every steady curve
+        ax.set_ylim(top=1.3 * steady_max)
+        title += " (warm-up outliers clipped)"
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return _png(fig)
+
+
+def step_time_png(summary: Summary) -> bytes | None:
+    """Step time (ms) over iterations, one line per run; the warm-up is shaded."""
+    return _curves(summary, "step_ms", "step time (ms)", "Step time per iteration")
+
+
+def loss_png(summary: Summary) -> bytes | None:
+    """lm loss over iterations, runs overlaid (loss parity at a glance)."""
+    return _curves(summary, "lm_loss", "lm loss", "Loss curves")
+
+
+def all_plots(summary: Summary) -> dict[str, bytes]:
+    """{file name: PNG bytes} of every plot that has data."""
+    plots = {"throughput.png": throughput_png(summary), "step_time.png": step_time_png(summary),
+             "loss.png": loss_png(summary)}
+    return {name: png for name, png in plots.items() if png}

@@ -1,0 +1,165 @@
+"""report.md and a self-contained report.html from one document model (headings, text, tables, code, images)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+
+from analysis.results import Comparison, RunResult, Summary
+from analysis.stats import Estimate
+
+EXIT_MEANING = {0: "every kept run is good", 3: "a run failed, is incomplete, insufficient or invalid",
+                4: "a regression or a loss divergence was flagged"}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of the report: kind is h1, h2, h3, p, table, pre or img."""
+
+    kind: str
+    text: str = ""
+    headers: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+
+
+def _f(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def _est(e: Estimate | None, digits: int = 1) -> str:
+    return "-" if e is None else f"{_f(e.median, digits)} [{_f(e.ci_low, digits)}, {_f(e.ci_high, digits)}]"
+
+
+def _speedup(c: Comparison) -> str:
+    s = c.speedup
+    return "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
+
+
+def _parity(c: Comparison) -> str:
+    p = c.loss_parity
+    if p.ok is None:
+        return "unknown"
+    return f"{'ok' if p.ok else 'DIVERGED'} ({p.max_rel_diff:.2%})"
+
+
+def _group(d: dict) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(d.items())) or "-"
+
+
+def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
+    """The report as blocks, in reading order."""
+    sw = summary.sweep or {}
+    title = f"MoE EP-overlap report: {sw.get('name') or 'loose logs'}" + (f" {sw['sweep_id']}" if sw.get("sweep_id")
+                                                                            else "")
+    code = summary.exit_code
+    blocks = [Block("h1", title)]
+    if sw:
+        blocks.append(Block("p", f"model {sw.get('model')}, cluster {sw.get('cluster')}, git {sw.get('git_sha')}, "
+                                 f"created {sw.get('created')}"))
+    blocks.append(Block("p", f"Exit code {code}: {EXIT_MEANING.get(code, '')}."))
+    if summary.comparisons:
+        blocks.append(Block("h2", "Speedup over the baseline (baseline median step / variant median step)"))
+        rows = []
+        for c in summary.comparisons:
+            ceiling = c.overlap_ceiling
+            extra = "" if ceiling is None else (f"ceiling {ceiling.ceiling:.2f}x, achieved "
+                                                f"{_f(None if ceiling.fraction_achieved is None else 100 * ceiling.fraction_achieved)}%")
+            rows.append((_group(c.group), c.variant, c.baseline, _speedup(c), c.verdict, _parity(c),
+                         "; ".join([*c.notes, extra] if extra else c.notes) or "-"))
+        blocks.append(Block("table", headers=("group", "variant", "baseline", "speedup [95% CI]", "verdict",
+                                              "loss parity", "notes"), rows=tuple(rows)))
+    blocks.append(Block("h2", "Runs"))
+    rows = []
+    for r in summary.runs:
+        st = r.step_time
+        rows.append((r.name, r.status, r.reason or "-",
+                     "-" if st is None else f"{_f(st.median)} [{_f(st.ci_low)}, {_f(st.ci_high)}]",
+                     "-" if st is None else _f(st.p90), _est(r.tflops), _est(r.tokens, 0), _f(r.peak_mem_gb, 2),
+                     f"{r.iterations_steady}/{r.iterations_total}"))
+    blocks.append(Block("table", headers=("run", "status", "reason", "step ms [95% CI]", "p90 ms", "TFLOP/s/GPU",
+                                          "tokens/s/GPU", "peak GB", "steady/total"), rows=tuple(rows)))
+    if summary.backends:
+        blocks.append(Block("h2", "Failure rate per dispatcher"))
+        blocks.append(Block("table", headers=("dispatcher", "runs", "good", "bad", "failure rate", "reasons"), rows=tuple(
+            (b.dispatcher, str(b.runs), str(b.good), str(b.bad),
+             "-" if b.failure_rate is None else f"{b.failure_rate:.0%}",
+             ", ".join(f"{k} x{v}" for k, v in sorted(b.reasons.items())) or "-") for b in summary.backends)))
+    flagged = [r for r in summary.runs if r.status not in ("ok", "validated", "skipped") or r.notes]
+    if flagged:
+        blocks.append(Block("h2", "Failures, warnings and notes"))
+        for r in flagged:
+            blocks.extend(_run_blocks(r))
+    for name in images:
+        blocks.append(Block("img", name))
+    if summary.notes:
+        blocks.append(Block("h2", "Notes"))
+        blocks.extend(Block("p", n) for n in summary.notes)
+    return blocks
+
+
+def _run_blocks(r: RunResult) -> list[Block]:
+    out = [Block("h3", f"{r.name}: {r.status}" + (f" ({r.reason})" if r.reason else ""))]
+    details = {k: v for k, v in r.details.items() if k not in ("assertion",) and v is not None}
+    if r.hint:
+        out.append(Block("p", f"Hint: {r.hint}"))
+    if details:
+        out.append(Block("p", "Details: " + ", ".join(f"{k}={v}" for k, v in details.items())))
+    if r.flags:
+        out.append(Block("p", "Flags: " + ", ".join(r.flags)))
+    if r.evidence:
+        out.append(Block("pre", "\n".join(r.evidence)))
+    for n in r.notes:
+        out.append(Block("p", f"Note: {n}"))
+    return out
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(blocks: list[Block]) -> str:
+    """Markdown text; images are referenced by file name (they sit next to report.md)."""
+    out: list[str] = []
+    for b in blocks:
+        if b.kind in ("h1", "h2", "h3"):
+            out.append("#" * int(b.kind[1]) + " " + b.text)
+        elif b.kind == "p":
+            out.append(b.text)
+        elif b.kind == "pre":
+            out.append("```\n" + b.text.replace("```", "'''") + "\n```")
+        elif b.kind == "img":
+            out.append(f"![{b.text}]({b.text})")
+        elif b.kind == "table":
+            lines = ["| " + " | ".join(map(_md_cell, b.headers)) + " |", "|" + "---|" * len(b.headers)]
+            lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in b.rows]
+            out.append("\n".join(lines))
+        out.append("")
+    return "\n".join(out)
+
+
+_CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
+        "margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:13px;text-align:left}"
+        "th{background:#f3f3f3}pre{background:#f7f7f7;padding:8px;overflow-x:auto;font-size:12px}"
+        "img{max-width:100%;display:block;margin:1em 0}")
+
+
+def to_html(blocks: list[Block], images: dict[str, bytes]) -> str:
+    """A single HTML file: inline CSS, PNG images embedded as base64 data URIs, every text escaped."""
+    e = html.escape
+    body: list[str] = []
+    for b in blocks:
+        if b.kind in ("h1", "h2", "h3", "p"):
+            body.append(f"<{b.kind}>{e(b.text)}</{b.kind}>")
+        elif b.kind == "pre":
+            body.append(f"<pre>{e(b.text)}</pre>")
+        elif b.kind == "img" and b.text in images:
+            data = base64.b64encode(images[b.text]).decode("ascii")
+            body.append(f'<img alt="{e(b.text)}" src="data:image/png;base64,{data}">')
+        elif b.kind == "table":
+            head = "".join(f"<th>{e(h)}</th>" for h in b.headers)
+            rows = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in b.rows)
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+    title = e(blocks[0].text) if blocks else "report"
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+            f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

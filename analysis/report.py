@@ -1,0 +1,118 @@
+"""``python -m analysis.report PATH... [--out DIR] [--baseline NAME] [--warmup N]`` (CONTRACTS.md §7).
+
+A PATH is a sweep folder (report to ``<sweep>/report/`` unless ``--out``) or log files / folders of logs (report
+to ``--out``, default ``./report``). Writes summary.json, report.md, report.html and the PNG plots, each atomically.
+
+Exit codes (CONTRACTS §5): 0 every kept run good; 3 a run failed / incomplete / insufficient / invalid; 4 no bad
+run but a slower verdict or a loss divergence; 2 usage error (missing path, unknown baseline, bad option); 1 bug.
+
+Python API for the sweep: ``analyze_sweep(sweep_dir, warmup=None) -> Summary`` and
+``write_report(summary, out_dir) -> list[Path]``; ``summary.exit_code`` is the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from analysis.analyze import Options, UsageError, analyze_files, analyze_sweep, is_sweep_folder
+from analysis.files import atomic_write_bytes, atomic_write_json, atomic_write_text
+from analysis.plots import all_plots
+from analysis.render import document, to_html, to_markdown
+from analysis.results import EXIT_USAGE, Summary
+
+__all__ = ["analyze_files", "analyze_sweep", "main", "write_report"]
+
+
+def write_report(summary: Summary, out_dir: Path) -> list[Path]:
+    """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths."""
+    out_dir = Path(out_dir)
+    images = all_plots(summary)
+    blocks = document(summary, images)
+    written = []
+    for name, png in images.items():
+        atomic_write_bytes(out_dir / name, png)
+        written.append(out_dir / name)
+    atomic_write_text(out_dir / "report.md", to_markdown(blocks))
+    atomic_write_text(out_dir / "report.html", to_html(blocks, images))
+    atomic_write_json(out_dir / "summary.json", summary.to_json())
+    written += [out_dir / "report.md", out_dir / "report.html", out_dir / "summary.json"]
+    return written
+
+
+class _ArgError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would exit; main() returns exit code 2 itself
+        raise _ArgError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m analysis.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("paths", nargs="+", metavar="PATH", help="sweep folder(s), log files or folders of logs")
+    p.add_argument("--out", type=Path, help="report folder (default <sweep>/report, or ./report for loose logs)")
+    p.add_argument("--baseline", help="loose logs: the run (file stem) every other run is compared with")
+    p.add_argument("--warmup", type=int, help="warm-up iterations to drop (default max(3, 10%% of the iterations))")
+    p.add_argument("--tolerance", type=float, default=0.02, help="loss-parity tolerance (default 0.02 = 2%%)")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+def _print_summary(summary: Summary, out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"analysis -> {out}")
+    for col in ("run", "status", "reason", "step ms", "TFLOP/s/GPU"):
+        table.add_column(col)
+    for r in summary.runs:
+        table.add_row(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
+                      f"{r.tflops.median:.1f}" if r.tflops else "-")
+    console = Console()
+    console.print(table)
+    for c in summary.comparisons:
+        s = c.speedup
+        value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
+        console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}")
+    console.print(f"exit code {summary.exit_code}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI; returns the exit code (CONTRACTS §5) instead of exiting, so the sweep can call it in-process."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        paths = [Path(p) for p in args.paths]
+        for p in paths:
+            if not p.exists():
+                raise UsageError(f"no such file or folder: {p}")
+        options = Options(warmup=args.warmup, tolerance=args.tolerance)
+        sweeps = [p for p in paths if is_sweep_folder(p)]
+        if sweeps and len(sweeps) != len(paths):
+            raise UsageError("give sweep folders alone, or log files and folders alone, not both")
+        if len(sweeps) > 1 and args.out:
+            raise UsageError("--out needs a single sweep folder")
+        if sweeps and args.baseline:
+            raise UsageError("--baseline is for loose log files; a sweep's baseline comes from its manifest")
+        jobs = ([(analyze_sweep(s, options=options), args.out or s / "report") for s in sweeps] if sweeps
+                else [(analyze_files(paths, baseline=args.baseline, options=options), args.out or Path("report"))])
+    except (_ArgError, UsageError) as exc:
+        print(f"analysis.report: error: {exc}", file=sys.stderr)
+        if isinstance(exc, _ArgError):
+            parser.print_usage(sys.stderr)
+        return EXIT_USAGE
+    codes = []
+    for summary, out in jobs:
+        write_report(summary, out)
+        if not args.quiet:
+            _print_summary(summary, out)
+        codes.append(summary.exit_code)
+    return 3 if 3 in codes else max(codes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""Per-run statistics over the steady iterations of a parsed log (CONTRACTS.md §7).
+
+- Warm-up: the first ``warmup`` iterations are excluded; the default is max(3, ceil(10% of the iterations)), where
+  "the iterations" is ``train_iters`` when known (CONTRACTS §7). After a restart the first ``warmup`` iterations
+  of the resumed file are excluded too (the new process warms up again).
+- Iterations whose line reports skipped (``number of skipped iterations`` > 0) or NaN iterations are excluded;
+  the skipped count is the sum of the logged counts.
+- Fewer than MIN_STEADY = 5 steady iterations give no numbers: a percentile bootstrap over four values or fewer
+  has almost no resamples that differ, so its interval would be a fiction (the run is ``insufficient_iterations``).
+- Intervals: percentile bootstrap of the median, 95%, ``n_boot`` resamples (default 2000), seeded so that the same
+  log always gives the same report. Above 50,000 steady iterations the distribution-free order-statistic interval
+  of the median is used instead (same coverage, no n x n_boot resampling matrix).
+- tokens/s/GPU = global batch size x seq_length / (step time in s) / GPUs, per iteration (the logs do not print it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as sps
+
+from analysis.parse import IterationSeries
+
+MIN_STEADY = 5
+N_BOOT = 2000
+SEED = 1234
+CONFIDENCE = 0.95
+LARGE_N = 50_000
+_BATCH_ELEMENTS = 4_000_000  # resampled values per bootstrap batch (bounds memory: 32 MB of float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A median with its 95% interval (units of the quantity: TFLOP/s/GPU or tokens/s/GPU)."""
+
+    median: float
+    ci_low: float
+    ci_high: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"median": self.median, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """Steady step time in ms: median, 90th percentile, 95% interval of the median, number of iterations."""
+
+    median: float
+    p90: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"median": self.median, "p90": self.p90, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
+
+
+@dataclass(frozen=True, eq=False)
+class RunStats:
+    """Statistics of one run. Numbers are None when there are fewer than MIN_STEADY steady iterations."""
+
+    total: int
+    steady: int
+    skipped: int
+    warmup: int
+    step_time: StepTime | None
+    tflops: Estimate | None
+    tokens: Estimate | None
+    loss_first: float | None
+    loss_last: float | None
+    notes: tuple[str, ...]
+    steady_mask: np.ndarray = field(repr=False)
+
+    @property
+    def sufficient(self) -> bool:
+        return self.steady >= MIN_STEADY
+
+
+def default_warmup(n_iterations: int) -> int:
+    """max(3, ceil(10% of n_iterations)) iterations of warm-up (CONTRACTS §7)."""
+    return max(3, math.ceil(0.1 * max(0, n_iterations)))
+
+
+def steady_mask(series: IterationSeries, warmup: int, restart_first_iterations: Sequence[int] = ()) -> np.ndarray:
+    """Boolean mask of the steady iterations: after warm-up (also after each restart), not skipped, no NaN
+    iterations, and a finite positive step time."""
+    it = series.iteration
+    mask = (it > warmup) & np.isfinite(series.step_ms) & (series.step_ms > 0)
+    mask &= series.skipped <= 0
+    mask &= series.nan_iterations <= 0
+    for first in restart_first_iterations:
+        mask &= ~((it >= first) & (it < first + warmup))
+    return mask
+
+
+def bootstrap_medians(values: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED) -> np.ndarray:
+    """``n_boot`` bootstrap replicates of the median of ``values`` (percentile bootstrap, seeded).
+
+    For more than LARGE_N values the replicates are drawn from the normal approximation whose spread matches the
+    order-statistic interval of the median. Raises ValueError for an empty input.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("bootstrap_medians needs at least one value")
+    rng = np.random.default_rng(seed)
+    if x.size > LARGE_N:
+        med = float(np.median(x))
+        lo, hi = order_statistic_ci(x)
+        se = max(hi - lo, 0.0) / (2 * sps.norm.ppf(0.5 + CONFIDENCE / 2))
+        return rng.normal(med, se, n_boot)
+    out = np.empty(n_boot)
+    batch = max(1, _BATCH_ELEMENTS // x.size)
+    for start in range(0, n_boot, batch):
+        b = min(batch, n_boot - start)
+        out[start : start + b] = np.median(x[rng.integers(0, x.size, size=(b, x.size))], axis=1)
+    return out
+
+
+def order_statistic_ci(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Distribution-free interval of the median from order statistics (binomial(n, 1/2) quantiles)."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    lo = int(sps.binom.ppf((1 - confidence) / 2, n, 0.5))
+    hi = int(sps.binom.isf((1 - confidence) / 2, n, 0.5))
+    return float(x[max(lo - 1, 0)]), float(x[min(hi, n - 1)])
+
+
+def percentile_interval(replicates: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The central ``confidence`` interval of bootstrap replicates."""
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(replicates, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def estimate(values: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED) -> Estimate:
+    """Median of ``values`` with its bootstrap 95% interval."""
+    lo, hi = percentile_interval(bootstrap_medians(values, n_boot=n_boot, seed=seed))
+    return Estimate(float(np.median(values)), lo, hi)
+
+
+def compute_stats(
+    series: IterationSeries,
+    *,
+    warmup: int | None = None,
+    train_iters: int | None = None,
+    global_batch_size: int | None = None,
+    seq_length: int | None = None,
+    world_size: int | None = None,
+    restart_first_iterations: Sequence[int] = (),
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> RunStats:
+    """Statistics of one run (ms, TFLOP/s/GPU, tokens/s/GPU).
+
+    ``warmup`` overrides the default (max(3, 10% of ``train_iters`` or of the last iteration seen)); it must be
+    >= 0 (ValueError otherwise). ``global_batch_size`` is used where the iteration lines lack it; ``seq_length`` and
+    ``world_size`` come from the effective config or the variant and are needed for tokens/s/GPU.
+    """
+    if warmup is not None and warmup < 0:
+        raise ValueError(f"warmup must be >= 0 iterations, got {warmup}")
+    n_ref = train_iters or (int(series.iteration.max()) if len(series) else 0)
+    warm = default_warmup(n_ref) if warmup is None else warmup
+    mask = steady_mask(series, warm, restart_first_iterations)
+    steady = int(mask.sum())
+    skipped = int(series.skipped[series.skipped > 0].sum())
+    notes: list[str] = []
+    finite_loss = series.lm_loss[np.isfinite(series.lm_loss)]
+    loss_first = float(finite_loss[0]) if finite_loss.size else None
+    loss_last = float(finite_loss[-1]) if finite_loss.size else None
+    common = dict(total=len(series), steady=steady, skipped=skipped, warmup=warm, loss_first=loss_first,
+                  loss_last=loss_last, steady_mask=mask)
+    if steady < MIN_STEADY:
+        notes.append(f"{steady} steady iteration(s) after {warm} warm-up; at least {MIN_STEADY} are needed")
+        return RunStats(step_time=None, tflops=None, tokens=None, notes=tuple(notes), **common)
+    step = series.step_ms[mask]
+    lo, hi = percentile_interval(bootstrap_medians(step, n_boot=n_boot, seed=seed))
+    step_time = StepTime(float(np.median(step)), float(np.percentile(step, 90)), lo, hi, steady)
+    tf = series.tflops[mask]
+    tf = tf[np.isfinite(tf)]
+    tflops = estimate(tf, n_boot=n_boot, seed=seed + 1) if tf.size >= MIN_STEADY else None
+    if tflops is None:
+        notes.append("throughput logging was off: no TFLOP/s/GPU in the log")
+    tokens = None
+    gbs = series.global_batch_size[mask].astype(np.float64)
+    if global_batch_size:
+        gbs = np.where(gbs > 0, gbs, float(global_batch_size))
+    if seq_length and world_size and (gbs > 0).all():
+        tokens = estimate(gbs * seq_length / (step / 1000.0) / world_size, n_boot=n_boot, seed=seed + 2)
+    else:
+        missing = [n for n, v in (("seq_length", seq_length), ("GPU count", world_size)) if not v]
+        if not (gbs > 0).all():
+            missing.append("global batch size")
+        notes.append(f"tokens/s/GPU unknown: {', '.join(missing)} unknown")
+    return RunStats(step_time=step_time, tflops=tflops, tokens=tokens, notes=tuple(notes), **common)
