@@ -28,6 +28,19 @@ SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
+
+def _series_key() -> tuple[Column, ...]:
+    """night + series (preset, model, cluster): copied onto every row so that a team database reads easily."""
+    return (Column("night", Date, nullable=False), Column("preset", String(128), nullable=False),
+            Column("model", String(128), nullable=False), Column("cluster", String(128), nullable=False))
+
+
+def _child_of_sweep() -> tuple[Column, ...]:
+    return (Column("id", Integer, primary_key=True, autoincrement=True),
+            Column("sweep_id", String(64), ForeignKey("sweeps.sweep_id", ondelete="CASCADE"), nullable=False),
+            *_series_key())
+
+
 schema_version = Table(
     "schema_version", metadata,
     Column("version", Integer, primary_key=True, autoincrement=False),
@@ -38,10 +51,7 @@ schema_version = Table(
 sweeps = Table(
     "sweeps", metadata,
     Column("sweep_id", String(64), primary_key=True),
-    Column("night", Date, nullable=False),
-    Column("preset", String(128), nullable=False),
-    Column("model", String(128), nullable=False),
-    Column("cluster", String(128), nullable=False),
+    *_series_key(),
     Column("created", DateTime, nullable=False),
     Column("git_sha", String(64)),
     Column("dirty", Boolean),
@@ -53,12 +63,7 @@ sweeps = Table(
 
 runs = Table(
     "runs", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("sweep_id", String(64), ForeignKey("sweeps.sweep_id", ondelete="CASCADE"), nullable=False),
-    Column("night", Date, nullable=False),
-    Column("preset", String(128), nullable=False),
-    Column("model", String(128), nullable=False),
-    Column("cluster", String(128), nullable=False),
+    *_child_of_sweep(),
     Column("variant", String(64), nullable=False),
     Column("repeat", Integer, nullable=False),
     Column("attempt", Integer, nullable=False),
@@ -92,12 +97,7 @@ steps = Table(
 
 speedups = Table(
     "speedups", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("sweep_id", String(64), ForeignKey("sweeps.sweep_id", ondelete="CASCADE"), nullable=False),
-    Column("night", Date, nullable=False),
-    Column("preset", String(128), nullable=False),
-    Column("model", String(128), nullable=False),
-    Column("cluster", String(128), nullable=False),
+    *_child_of_sweep(),
     Column("variant", String(64), nullable=False),
     Column("baseline", String(64), nullable=False),
     Column("group_key", String(512), nullable=False),

@@ -19,3 +19,14 @@ pg_find_bin() {  # the newest installed server's bin folder (Debian keeps it out
 pg_as_owner() {  # PostgreSQL refuses to run as root: run as the `postgres` account then
   if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else (cd / && "$@"); fi
 }
+
+pg_clear_zombie() {  # $1: data dir. A postmaster killed with -9 where PID 1 reaps nothing (containers) stays a
+  # zombie that pg_ctl and postgres take for a running server: drop its lock files. Returns 0 when it did.
+  local pid lock
+  pid=$(head -n 1 "$1/postmaster.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = "Z" ] || return 1
+  rm -f "$1/postmaster.pid"
+  lock="$MOE_SWEEP_PG_DIR/.s.PGSQL.$MOE_SWEEP_PG_PORT.lock"
+  if [ "$(head -n 1 "$lock" 2>/dev/null)" = "$pid" ]; then rm -f "$lock"; fi
+  return 0
+}

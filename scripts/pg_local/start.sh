@@ -40,15 +40,24 @@ if [ ! -s "$DATA/PG_VERSION" ]; then
   rm -f "$pwfile"
 fi
 
-if ! pg_as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
-  pg_as_owner "$BIN/pg_ctl" -D "$DATA" -l "$MOE_SWEEP_PG_DIR/server.log" -w -t 60 \
-    -o "-p $MOE_SWEEP_PG_PORT -k $MOE_SWEEP_PG_DIR -c listen_addresses=127.0.0.1" start >/dev/null \
-    || { tail -n 20 "$MOE_SWEEP_PG_DIR/server.log" >&2; exit 1; }
+ready() { pg_as_owner "$BIN/pg_isready" -h 127.0.0.1 -p "$MOE_SWEEP_PG_PORT" -q; }
+wait_ready() { local i; for i in $(seq 1 "$1"); do ready && return 0; sleep 1; done; return 1; }
+if ! ready; then
+  # A live server that is still recovering gets time to finish (pg_clear_zombie: see env.sh).
+  if ! pg_clear_zombie "$DATA" && pg_as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+    wait_ready 30 || true
+  fi
+  if ! ready; then
+    pg_as_owner "$BIN/pg_ctl" -D "$DATA" -l "$MOE_SWEEP_PG_DIR/server.log" -w -t 60 \
+      -o "-p $MOE_SWEEP_PG_PORT -k $MOE_SWEEP_PG_DIR -c listen_addresses=127.0.0.1" start >/dev/null \
+      || { tail -n 20 "$MOE_SWEEP_PG_DIR/server.log" >&2; exit 1; }
+    wait_ready 60 || { echo "PostgreSQL started but does not accept connections:" >&2
+                       tail -n 20 "$MOE_SWEEP_PG_DIR/server.log" >&2; exit 1; }
+  fi
 fi
 
 psql_() { pg_as_owner "$BIN/psql" -h "$MOE_SWEEP_PG_DIR" -p "$MOE_SWEEP_PG_PORT" -U "$MOE_SWEEP_PG_USER" -v ON_ERROR_STOP=1 "$@"; }
 if ! psql_ -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$MOE_SWEEP_PG_DB'" | grep -q 1; then
   psql_ -d postgres -qc "CREATE DATABASE \"$MOE_SWEEP_PG_DB\""
 fi
-pg_as_owner "$BIN/pg_isready" -h 127.0.0.1 -p "$MOE_SWEEP_PG_PORT" -q
 echo "PostgreSQL up: MOE_SWEEP_PG_URL=${MOE_SWEEP_PG_URL//:$MOE_SWEEP_PG_PASSWORD@/:***@}"
