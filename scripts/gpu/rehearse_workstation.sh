@@ -29,7 +29,7 @@ if [ ! -x "$V/bin/python" ]; then
   # torch and its CUDA wheels come from .venv (the image has torch 2.11; .venv's is newer, fine for imports)
   mkdir -p "$R/torch"
   for d in "$S"/torch "$S"/torch-*.dist-info "$S"/torchgen "$S"/functorch "$S"/nvidia "$S"/cuda "$S"/cuda_* \
-           "$S"/triton "$S"/triton-*.dist-info "$S"/sympy "$S"/mpmath "$S"/fsspec "$S"/setuptools; do
+           "$S"/triton "$S"/triton-*.dist-info "$S"/sympy "$S"/mpmath "$S"/fsspec "$S"/setuptools "$S"/_distutils_hack; do
     [ -e "$d" ] && ln -sfn "$d" "$R/torch/"
   done
   echo "$R/torch" > "$("$V/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_torch.pth"
