@@ -100,9 +100,11 @@ def gpu() -> tuple[str | None, str | None, int]:
 
         if not torch.cuda.is_available():
             return None, None, 0
-        idx = torch.cuda.current_device()
+        count = torch.cuda.device_count()
+        local = _env_int("LOCAL_RANK", "SLURM_LOCALID") or 0  # this rank's GPU, without touching device 0
+        idx = local if local < count else 0
         major, minor = torch.cuda.get_device_capability(idx)
-        return torch.cuda.get_device_name(idx), f"{major}.{minor}", torch.cuda.device_count()
+        return torch.cuda.get_device_name(idx), f"{major}.{minor}", count
     except Exception:
         return None, None, 0
 
