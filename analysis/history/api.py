@@ -20,7 +20,14 @@ from typing import Any
 from analysis.history.errors import HistoryInputError
 from analysis.history.ingest import load_summary
 from analysis.history.judge import SeriesHistory, build_history, judge_history
-from analysis.history.records import HistoryConfig, NightInput, NightReport, RecordResult, Series
+from analysis.history.records import (
+    TIMED_STATUSES,
+    HistoryConfig,
+    NightInput,
+    NightReport,
+    RecordResult,
+    Series,
+)
 from analysis.history.store import DEFAULT_TIMEOUT_S, HistoryStore
 
 DEFAULT_URL = "sqlite:///results/history.db"
@@ -68,7 +75,7 @@ def load_history(store: HistoryStore, series: Series, *, until: date | None = No
     else:
         good: dict[str, list[date]] = {}
         for r in run_rows:
-            if r["status"] in ("ok", "ok_with_warning") and r["step_time_ms"] is not None:
+            if r["status"] in TIMED_STATUSES and r["step_time_ms"] is not None:
                 nights = good.setdefault(r["variant"], [])
                 if not nights or nights[-1] != r["night"]:
                     nights.append(r["night"])
@@ -94,7 +101,7 @@ def judge_night(url: str, night: date | str | None = None, *, preset: str | None
             night = date.fromisoformat(night)
         except ValueError:
             raise HistoryInputError(f"night={night!r} is not a date like 2026-11-29") from None
-    with HistoryStore(url, timeout_s=timeout_s) as store:
+    with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
         series = _pick_series(store, night, preset, model, cluster)
         latest = store.nights(series)[-1]
         night = night or latest
@@ -111,7 +118,7 @@ def judge_sweep(url: str, sweep_id: str, *, config: HistoryConfig | None = None,
                 timeout_s: float = DEFAULT_TIMEOUT_S) -> NightReport:
     """Judge the night of the recorded sweep ``sweep_id`` within its series (what ``action=collect`` calls after
     :func:`record_summary`). Raises :class:`HistoryInputError` when the sweep was never recorded."""
-    with HistoryStore(url, timeout_s=timeout_s) as store:
+    with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
         row = store.sweep(sweep_id)
     if row is None:
         raise HistoryInputError(f"sweep {sweep_id} is not in the history at {url}; record it first (record_summary)")
@@ -133,7 +140,7 @@ def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None
     config = config or HistoryConfig()
     if isinstance(night, str):
         night = date.fromisoformat(night)
-    with HistoryStore(url, timeout_s=timeout_s) as store:
+    with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
         series = _pick_series(store, night, preset, model, cluster)
         all_nights = [n for n in store.nights(series) if night is None or n <= night]
         shown = all_nights[-nights:]

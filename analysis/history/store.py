@@ -59,13 +59,17 @@ class HistoryStore:
     """An open history database, migrated to the current schema on open.
 
     ``timeout_s``: how long a writer waits for another (SQLite busy timeout; PostgreSQL ``connect_timeout``
-    and ``lock_timeout``). Raises :class:`HistoryInputError` for a bad URL, :class:`HistoryStoreError`
+    and ``lock_timeout``). ``create=False``: a missing SQLite file is an input error instead of a new database. Raises :class:`HistoryInputError` for a bad URL, :class:`HistoryStoreError`
     (:class:`HistoryLockedError`, :class:`HistoryCorruptError`, :class:`HistorySchemaError`) when the
     database cannot be used.
     """
 
-    def __init__(self, url: str | URL, *, timeout_s: float = DEFAULT_TIMEOUT_S, migrate_to: int = SCHEMA_VERSION):
+    def __init__(self, url: str | URL, *, timeout_s: float = DEFAULT_TIMEOUT_S, migrate_to: int = SCHEMA_VERSION,
+                 create: bool = True):
         self.url = normalize_url(url)
+        db = self.url.database
+        if not create and self.url.get_backend_name() == "sqlite" and db and db != ":memory:" and not Path(db).exists():
+            raise HistoryInputError(f"no history database at {db} (history.url={self.url}); record a sweep first")
         self.display_url = self.url.render_as_string(hide_password=True)
         self.timeout_s = float(timeout_s)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"

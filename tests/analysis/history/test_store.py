@@ -177,3 +177,10 @@ def test_unwritable_location_is_a_store_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(HistoryStoreError, match="cannot create the folder of the history database"):
         HistoryStore(f"sqlite:///{Path(blocker) / 'sub' / 'h.db'}")
+
+
+def test_judging_a_missing_database_creates_nothing(tmp_path):
+    path = tmp_path / "none" / "history.db"
+    with pytest.raises(HistoryInputError, match="no history database at .*record a sweep first"):
+        judge_night(f"sqlite:///{path}")
+    assert not path.exists()
