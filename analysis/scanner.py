@@ -177,7 +177,7 @@ class Scanner:
     def end_file(self) -> None:
         if self.carry and not self.skip_line:
             line = self.carry + b"\n"
-            self._region(line, 0, len(line), self.carry_base)
+            self._checked(line, 0, len(line), self.carry_base)
         self.carry = b""
         for buf, pos, end, base in self.tail:
             self._markers(buf, pos, end, base)
@@ -198,7 +198,7 @@ class Scanner:
                 return
             if not self.skip_line:
                 line = self.carry + data[: i + 1]
-                self._region(line, 0, len(line), self.carry_base)
+                self._checked(line, 0, len(line), self.carry_base)
             self.skip_line = False
             self.carry = b""
             start = i + 1
@@ -206,7 +206,7 @@ class Scanner:
         if cut <= start:
             self._grow_carry(data[start:], base + start)
             return
-        self._region(data, start, cut, base)
+        self._checked(data, start, cut, base)
         if cut < len(data):
             self.carry = data[cut:]
             self.carry_base = base + cut
@@ -223,7 +223,7 @@ class Scanner:
             return
         cut = self.carry.rfind(b"\r") + 1  # \r-only progress output: cut at the last \r
         if cut:
-            self._region(self.carry, 0, cut, self.carry_base)
+            self._checked(self.carry, 0, cut, self.carry_base)
             self.carry_base += cut
             self.carry = self.carry[cut:]
         if len(self.carry) > MAX_LINE:
@@ -232,6 +232,26 @@ class Scanner:
             self.skip_line = True
 
     # -- one region of complete lines ------------------------------------------------------------------------
+    def _checked(self, buf: bytes, pos: int, end: int, base: int) -> None:
+        """Process [pos, end) without its lines longer than MAX_LINE (no \n or \r within 1 MiB): those are
+        dropped and counted, wherever the chunk boundaries fall."""
+        start = p = pos
+        while end - p > MAX_LINE:
+            window = p + MAX_LINE
+            q = buf.rfind(b"\n", p, window)
+            if q == -1:
+                q = buf.rfind(b"\r", p, window)
+            if q != -1:
+                p = q + 1
+                continue
+            if p > start:
+                self._region(buf, start, p, base)
+            self.overlong += 1
+            ends = [i for i in (buf.find(b"\n", window, end), buf.find(b"\r", window, end)) if i != -1]
+            p = start = (min(ends) + 1) if ends else end
+        if end > start:
+            self._region(buf, start, end, base)
+
     def _region(self, buf: bytes, pos: int, end: int, base: int) -> None:
         if buf.find(b"\x00", pos, end) != -1 and self.file not in self.nul_files:
             self.nul_files.append(self.file)
@@ -400,10 +420,12 @@ class Scanner:
         }
         for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
             cols[name] = np.full(n, np.nan)
+        covered = np.zeros(n, dtype=bool)  # rows of dropped (truncated) layouts are not covered
         for layout in self.layouts.values():
             if not len(layout.rows):
                 continue
             rows = np.array(layout.rows, dtype=np.int64)
+            covered[rows] = True
             values = np.array(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
             for j, name in enumerate(layout.names):
                 cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
@@ -411,7 +433,7 @@ class Scanner:
         cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):
             cols["tflops"][np.array(self.step_tflops_rows, dtype=np.int64)] = np.array(self.step_tflops_vals)
-        return cols
+        return {k: v[covered] for k, v in cols.items()}
 
 
 def _timestamp(buf: bytes, at: int, pos: int) -> str | None:
