@@ -101,21 +101,35 @@ def _drive(sweep_dir: Path, settings, resume: bool, collect_only: bool = False) 
         return EXIT_INFRA
     views: dict[str, RunView] = {}
     display = Display(f"sweep {m['sweep_id']} ({m['name']}, {m['cluster']}, mode={m['mode']})")
+    detach = bool(settings.detach)
+    if detach and backend.max_concurrent is not None:
+        print("note: the local executor cannot detach (CONTRACTS §1); running attached", file=sys.stderr)
+        detach = False
     try:
         if not collect_only:
             if m.get("preflight") == "container" and not resume:
                 _container_preflight(sweep_dir, backend, display)
             pending = _runs_to_submit(sweep_dir)
-            _track(sweep_dir, backend, pending, views, display, settings)
+            _track(sweep_dir, backend, pending, views, display, settings, detach)
+            if detach:
+                display.close(list(views.values()))
+                print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
+                      f"action=collect sweep_id={m['sweep_id']}")
+                return EXIT_OK
         else:
             _reattach(sweep_dir, backend, views, display, settings)
-        # gates: analyse what ran, open the next stage, run it
+        # gates: analyse what ran, open the next stage, run it (a detached collect queues it and returns)
         for _ in range(5):
             _collect_all(sweep_dir, backend, views)
             opened = _open_gates(sweep_dir)
             if not opened:
                 break
-            _track(sweep_dir, backend, _runs_to_submit(sweep_dir), views, display, settings)
+            _track(sweep_dir, backend, _runs_to_submit(sweep_dir), views, display, settings, detach)
+            if detach:
+                display.close(list(views.values()))
+                print(f"gate opened: next stage queued. Finish with: python -m experiments.sweep action=collect "
+                      f"sweep_id={m['sweep_id']}")
+                return EXIT_OK
         _collect_all(sweep_dir, backend, views)
     except KeyboardInterrupt:
         display.close(list(views.values()))
@@ -165,8 +179,11 @@ def _outcomes(sweep_dir: Path) -> dict[tuple[tuple[str, int], int], str]:
 
 
 def _track(sweep_dir: Path, backend: Backend, runs: list[tuple[str, int]], views: dict[str, RunView],
-           display: Display, settings) -> None:
-    """Submit ``runs`` (respecting the backend's concurrency) and poll until every one is final."""
+           display: Display, settings, detach: bool = False) -> None:
+    """Submit ``runs`` (respecting the backend's concurrency) and poll until every one is final.
+
+    ``detach``: return as soon as everything is queued (Slurm only; the jobs go on without this process).
+    """
     if not runs:
         return
     m = manifest.load(sweep_dir)
@@ -204,6 +221,9 @@ def _track(sweep_dir: Path, backend: Backend, runs: list[tuple[str, int]], views
                     views[r.task].state, views[r.task].job_id = "submitted", st.job_id
                     started[r.task] = time.monotonic()
                     active.append(r)
+        if detach and not queue:
+            display.update(list(views.values()))
+            return
         polled = backend.poll(active) if active else {}
         for ref in list(active):
             st = polled[ref.task]
