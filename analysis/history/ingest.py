@@ -6,7 +6,7 @@ Input record, in order of precedence:
   container), ``runs[]`` and ``comparisons[]``. Only the latest attempt of each (variant, repeat) counts
   (CONTRACTS §3).
 * The manifest (optional): fills ``sweep`` when the summary's is ``null`` and gives each variant's ``role`` and
-  ``group``; its ``dirty`` flag is recorded.
+  ``group`` (else the run entry's own ``role``/``group``, else the comparisons'); its ``dirty`` flag is recorded.
 * Per-iteration step times, per run: the run entry's own ``step_times_ms`` list when present, else the field
   ``step_times_ms`` of ``<sweep>/variants/<variant>/attempt-<attempt>/run.json`` (written by the analysis stage:
   every steady iteration's step time in ms, warm-up excluded, in iteration order). Without either, the run is
@@ -197,11 +197,12 @@ def _runs(raw: Any, where: str, roles: dict[str, str], groups: dict[str, str], b
         w = f"{where}: run {variant} repeat {repeat}"
         st, tf, tk, loss = (run.get(k) for k in ("step_time_ms", "tflops_per_gpu", "tokens_per_s_per_gpu", "loss"))
         steps, _ = _step_times(run, sweep_dir, w)
-        role = roles.get(variant) or ("baseline" if variant in baselines else ("variant" if variant in groups else None))
+        role = (roles.get(variant) or run.get("role")
+                or ("baseline" if variant in baselines else ("variant" if variant in groups else None)))
         try:
             rec = RunRecord(
                 variant=variant, repeat=repeat, attempt=run["attempt"], status=str(run.get("status")),
-                reason=run.get("reason"), role=role, group_key=groups.get(variant, ""),
+                reason=run.get("reason"), role=role, group_key=groups.get(variant, _group_key(run.get("group"))),
                 step_time_ms=_num(st, "median", w), step_time_p90_ms=_num(st, "p90", w),
                 step_time_ci_low_ms=_num(st, "ci_low", w), step_time_ci_high_ms=_num(st, "ci_high", w),
                 n_steady=None if not isinstance(st, dict) or st.get("n") is None else int(st["n"]),

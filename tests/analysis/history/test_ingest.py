@@ -107,3 +107,18 @@ def test_unreadable_files(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(HistoryInputError, match="summary.json at .* is unreadable"):
         load_summary(bad)
+
+
+def test_role_and_group_from_the_run_entries_without_a_manifest(tmp_path):
+    sweep = copy_golden(tmp_path)
+    (sweep / "manifest.json").unlink()
+
+    def tag(d):
+        for r in d["runs"]:
+            r["group"] = {"model.expert_model_parallel_size": 16}
+            r["role"] = "baseline" if r["variant"] == "a2a.ovl0.dw0" else "variant"
+        d["comparisons"] = []
+    _edit(sweep / "report" / "summary.json", tag)
+    night = load_summary(sweep)
+    assert {r.group_key for r in night.runs} == {"model.expert_model_parallel_size=16"}
+    assert {r.variant for r in night.runs if r.role == "baseline"} == {"a2a.ovl0.dw0"}
