@@ -57,9 +57,11 @@ class SeriesHistory:
     sweep_ids: tuple[tuple[date, str], ...] = ()
 
     def nights(self) -> list[date]:
+        """Every recorded night, oldest first."""
         return sorted({e.night for e in self.entries} | {n for n, _ in self.sweep_ids})
 
     def by_variant(self) -> dict[str, dict[date, VariantNight]]:
+        """variant -> night -> its :class:`VariantNight`."""
         out: dict[str, dict[date, VariantNight]] = {}
         for e in self.entries:
             out.setdefault(e.variant, {})[e.night] = e

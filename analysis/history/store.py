@@ -120,6 +120,7 @@ class HistoryStore:
             conn.exec_driver_sql(f"BEGIN {mode}")
 
     def close(self) -> None:
+        """Release the connection pool."""
         self.engine.dispose()
 
     def __enter__(self) -> HistoryStore:
@@ -251,11 +252,13 @@ class HistoryStore:
             return sorted(_as_date(r[0]) for r in rows)
 
     def sweep_rows(self, series: Series) -> list[RowMapping]:
+        """``sweeps`` rows of ``series``, by night then creation time."""
         with self.read("reading sweeps") as conn:
             return list(conn.execute(select(sweeps).where(*_series_filter(sweeps, series))
                                      .order_by(sweeps.c.night, sweeps.c.created)).mappings())
 
     def sweep(self, sweep_id: str) -> RowMapping | None:
+        """The ``sweeps`` row of ``sweep_id``, or None when it was never recorded."""
         with self.read(f"reading sweep {sweep_id}") as conn:
             return conn.execute(select(sweeps).where(sweeps.c.sweep_id == sweep_id)).mappings().first()
 
@@ -267,6 +270,7 @@ class HistoryStore:
                         .mappings())
 
     def speedup_rows(self, series: Series, since: date | None = None, until: date | None = None) -> list[RowMapping]:
+        """``speedups`` rows of ``series`` with night in [since, until] (value None when none was computed)."""
         q = select(speedups).where(*_series_filter(speedups, series), *_night_range(speedups, since, until))
         with self.read("reading speedups") as conn:
             return list(conn.execute(q.order_by(speedups.c.night, speedups.c.sweep_id, speedups.c.variant)).mappings())

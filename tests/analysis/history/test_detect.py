@@ -179,3 +179,16 @@ def test_config_from_hydra_group():
     assert (cfg.window, cfg.threshold) == (5, 0.03)
     with pytest.raises(ValueError, match="unknown history key\\(s\\) windw; valid: alpha, enabled, min_nights"):
         HistoryConfig.from_mapping({"windw": 5})
+
+
+def test_two_sweeps_on_one_night_are_pooled():
+    spec = SyntheticSeries()
+    rng = np.random.default_rng(4)
+    inputs = [simulate_night(spec, i, rng) for i in range(8)]
+    rerun = simulate_night(spec, 7, rng)  # a second sweep the same night (e.g. a manual re-run)
+    rerun = replace(rerun, sweep=replace(rerun.sweep, sweep_id=rerun.sweep.sweep_id + "-rerun"))
+    report = judge_history(history_from_inputs(inputs + [rerun]), inputs[-1].sweep.night)
+    assert report.sweep_ids == tuple(sorted((inputs[-1].sweep.sweep_id, rerun.sweep.sweep_id)))
+    tonight = [r.step_time_ms for n in (inputs[-1], rerun) for r in n.runs if r.variant == BASELINE]
+    assert report.variant(BASELINE).step_time.tonight == pytest.approx(float(np.median(tonight)))
+    assert report.exit_code == 0
