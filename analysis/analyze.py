@@ -61,8 +61,10 @@ def _int(value: Any) -> int | None:
 
 
 def log_files(folder: Path) -> list[Path]:
-    """Regular, non-hidden files under ``folder`` that may be logs, ordered by restart then name."""
-    found = [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".") and p.suffix not in NOT_LOGS]
+    """Non-hidden files under ``folder`` that may be logs, ordered by restart then name. Dangling or looping
+    symlinks are kept, so that the run reports them as unreadable instead of silently missing them."""
+    found = [p for p in folder.rglob("*") if (p.is_symlink() or p.is_file()) and not p.is_dir()
+             and not p.name.startswith(".") and p.suffix not in NOT_LOGS]
     return sorted(found, key=lambda p: (restart_key(p)[1], str(p)))
 
 
