@@ -54,9 +54,9 @@ class SweepSettings:
         _one_of("hang_action", self.hang_action, ("cancel", "flag"))
         if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or self.repeats < 1:
             raise ConfigError(f"repeats={self.repeats!r} must be an integer >= 1")
-        if self.sweep_id is not None and not SWEEP_ID_RE.match(str(self.sweep_id)):
+        if self.sweep_id is not None and self.sweep_id != "latest" and not SWEEP_ID_RE.match(str(self.sweep_id)):
             raise ConfigError(f"sweep_id={self.sweep_id!r} is not of the form YYYYmmdd-HHMMSSZ-xxxxxx "
-                              "(UTC time + 6 hex), e.g. 20261129-160000Z-a1b2c3")
+                              "(UTC time + 6 hex, e.g. 20261129-160000Z-a1b2c3) or 'latest'")
         for k in ("dry_run", "pack", "detach", "allow_dirty"):
             if not isinstance(getattr(self, k), bool):
                 raise ConfigError(f"{k}={getattr(self, k)!r} must be true or false")

@@ -45,13 +45,17 @@ def run_action(action: str, argv: list[str]) -> int:
     from experiments.compose import compose_overrides
     from experiments.plan import SweepSettings
 
-    settings = SweepSettings.from_cfg(compose_overrides(argv).base)
+    cfg = compose_overrides(argv).base
+    settings = SweepSettings.from_cfg(cfg)
     sweep_dir = find_sweep(settings)
     if action == "status":
         return show_status(sweep_dir)
     if action == "cancel":
         return cancel_sweep(sweep_dir)
-    return _drive(sweep_dir, settings, resume=True, collect_only=action == "collect")
+    # only history keys given on this command line override what the sweep was planned with
+    given = {a.split("=", 1)[0].lstrip("+").split(".", 1)[1] for a in argv if a.lstrip("+").startswith("history.")}
+    history = {k: v for k, v in (cfg.get("history") or {}).items() if k in given}
+    return _drive(sweep_dir, settings, resume=True, collect_only=action == "collect", history=history)
 
 
 def find_sweep(settings) -> Path:
@@ -59,7 +63,13 @@ def find_sweep(settings) -> Path:
     if settings.output_dir and (Path(settings.output_dir) / "manifest.json").exists():
         return Path(settings.output_dir)
     if not settings.sweep_id:
-        raise ConfigError("this action needs sweep_id=<YYYYmmdd-HHMMSSZ-xxxxxx> (or output_dir= of a sweep)")
+        raise ConfigError("this action needs sweep_id=<YYYYmmdd-HHMMSSZ-xxxxxx> (or sweep_id=latest, or output_dir= "
+                          "of a sweep)")
+    if settings.sweep_id == "latest":
+        found = sorted(Path(settings.results_root).glob("*/*/manifest.json"), key=lambda p: p.parent.name)
+        if not found:
+            raise ConfigError(f"sweep_id=latest: no sweep under {settings.results_root}/*/")
+        return found[-1].parent
     hits = sorted(Path(settings.results_root).glob(f"*/{settings.sweep_id}/manifest.json"))
     if not hits:
         known = sorted(p.parent.name for p in Path(settings.results_root).glob("*/*/manifest.json"))[-10:]
@@ -90,7 +100,10 @@ def _first_variant_json(sweep_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------- the driver
-def _drive(sweep_dir: Path, settings, resume: bool, collect_only: bool = False) -> int:
+def _drive(sweep_dir: Path, settings, resume: bool, collect_only: bool = False,
+           history: dict[str, Any] | None = None) -> int:
+    """Submit/track/collect/analyse a planned sweep folder. ``history``: command-line history settings that
+    override the manifest's (``history.url=``, ``history.enabled=true``)."""
     m = manifest.load(sweep_dir)
     try:
         backend = make_backend(sweep_dir, m)
@@ -141,9 +154,18 @@ def _drive(sweep_dir: Path, settings, resume: bool, collect_only: bool = False) 
         return EXIT_INFRA
     display.close(list(views.values()))
     rc = analyse(sweep_dir)
-    if m["config"].get("history", {}).get("enabled"):
-        rc = max(rc, _record_history(sweep_dir, m))
+    hist = {**(m["config"].get("history") or {}), **(history or {})}
+    if hist.get("enabled"):
+        rc = combine_exit_codes(rc, _record_history(sweep_dir, m, hist))
     return rc
+
+
+def combine_exit_codes(*codes: int) -> int:
+    """One exit code for several outcomes (CONTRACTS §5): 3 (failed runs) > 5 > 4 > 2 > 0."""
+    for c in (3, 5, 4, 2, 1):
+        if c in codes:
+            return c
+    return 0
 
 
 def _runs_to_submit(sweep_dir: Path) -> list[tuple[str, int]]:
@@ -492,10 +514,32 @@ def analyse(sweep_dir: Path, quiet: bool = False) -> int:
         return int(e.code or 0)
 
 
-def _record_history(sweep_dir: Path, m: dict[str, Any]) -> int:
-    from analysis.history.cli import record_and_judge
+def _record_history(sweep_dir: Path, m: dict[str, Any], hist: dict[str, Any]) -> int:
+    """Record the analysed sweep in the history database, judge tonight against the rolling baseline and write
+    ``report/history.json`` + ``report/history.html``. Returns 0, 4 (regression) or 2/5 (database problem)."""
+    from analysis.history import (
+        HistoryConfig,
+        HistoryError,
+        exit_code_for,
+        judge_sweep,
+        record_summary,
+        write_trend_page,
+    )
+    from experiments.manifest import write_json_atomic
 
-    return record_and_judge(sweep_dir, m)
+    url = hist.get("url")
+    try:
+        res = record_summary(url, sweep_dir)
+        for w in res.warnings:
+            print(f"history: {w}", file=sys.stderr)
+        report = judge_sweep(url, res.sweep_id, config=HistoryConfig.from_mapping(hist))
+        write_json_atomic(sweep_dir / "report" / "history.json", report.to_json())
+        write_trend_page(url, sweep_dir / "report" / "history.html")
+        print(f"history: recorded in {url}; verdicts in {sweep_dir / 'report' / 'history.json'}")
+        return report.exit_code
+    except HistoryError as e:
+        print(f"history: {e}", file=sys.stderr)
+        return exit_code_for(e)
 
 
 def show_status(sweep_dir: Path) -> int:

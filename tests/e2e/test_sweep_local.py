@@ -1,0 +1,71 @@
+"""The main job on the embedded default (cluster=local, no GPU -> validate mode), for real: NeMo-Run's
+LocalExecutor starts the payload, which runs real Megatron-Core checks; the sweep follows the isolation gates,
+collects and writes the report. Also Ctrl-C-free bad input and resume on the local executor."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from experiments.sweep import main
+
+
+def _manifest(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
+    out = tmp_path / "sweep"
+    rc = main([f"output_dir={out}", "poll_s=0.5"])
+    assert rc == 0
+    m = _manifest(out)
+    assert m["mode"] == "validate"
+    v = {x["name"]: x for x in m["variants"]}
+    # stage 1 ran, the gate opened for alltoall and stage 3 ran after it
+    for name in ("a2a.ovl0.dw0", "a2a.ovl1.dw0", "a2a.ovl1.dw1"):
+        (a,) = v[name]["attempts"]
+        assert a["status"] == "succeeded", (name, a)
+        adir = out / "variants" / name / "attempt-1"
+        eff = json.loads((adir / "effective_config.json").read_text())
+        assert eff["checks"]["verdict"] == "pass" and eff["versions"]["megatron_core"].startswith("0.19")
+        assert list((adir / "logs").iterdir()) and (adir / "job.sh").read_text().startswith("#!/bin/bash")
+    assert v["a2a.ovl1.dw1"]["attempts"][0]["submitted"] >= v["a2a.ovl1.dw0"]["attempts"][0]["finished"]
+    assert v["deepep.ovl1.dw0"]["status"] == "pruned" and v["deepep.ovl1.dw0"]["attempts"] == []
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    statuses = {r["variant"]: r["status"] for r in summary["runs"]}
+    assert {k: s for k, s in statuses.items() if s != "pruned"} == {
+        "a2a.ovl0.dw0": "validated", "a2a.ovl1.dw0": "validated", "a2a.ovl1.dw1": "validated"}
+    assert statuses["deepep.ovl1.dw0"] == "pruned"
+    assert (out / "report" / "report.md").exists() and (out / "report" / "report.html").exists()
+
+
+def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_attempts(tmp_path):
+    out = tmp_path / "sweep"
+    args = [f"output_dir={out}", "poll_s=0.5", "preflight=off", "sweep=full", "dispatcher=alltoall",
+            "overlap=on,off", "delay_wgrad=off", "model.expert_model_parallel_size=1"]
+    assert main(args) == 3
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    runs = {r["variant"]: r for r in summary["runs"]}
+    assert runs["a2a.ovl0.dw0"]["status"] == "validated"
+    bad = runs["a2a.ovl1.dw0"]
+    assert bad["status"] == "failed"
+    assert any("only supported with expert model parallelism" in e for e in bad["evidence"]), bad
+    before = _digest(out / "variants" / "a2a.ovl1.dw0" / "attempt-1")
+    sweep_id = _manifest(out)["sweep_id"]
+    # resume: only the failed run is resubmitted, as attempt 2; attempt 1 is kept byte for byte
+    assert main(["action=run", f"sweep_id={sweep_id}", f"output_dir={out}", "poll_s=0.5"]) == 3
+    m = {x["name"]: x for x in _manifest(out)["variants"]}
+    assert [a["attempt"] for a in m["a2a.ovl1.dw0"]["attempts"]] == [1, 2]
+    assert [a["attempt"] for a in m["a2a.ovl0.dw0"]["attempts"]] == [1]
+    assert _digest(out / "variants" / "a2a.ovl1.dw0" / "attempt-1") == before
+
+
+def test_status_and_unknown_sweep_id(tmp_path, capsys):
+    assert main(["action=status", "sweep_id=20990101-000000Z-abcdef", f"results_root={tmp_path}"]) == 2
+    assert "not found" in capsys.readouterr().err
