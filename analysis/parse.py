@@ -162,7 +162,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         it = it[order]
         cols = {k: v[order] for k, v in cols.items()}
         from_steps = len(scanner.step_tflops_rows) > 0
-        from_lines = any(layout.has_tflops and len(layout.rows) for layout in scanner.layouts.values())
+        from_lines = scanner.tflops_from_lines
         source = "mixed" if from_steps and from_lines else "iteration_line" if from_lines else (
             "step_time_line" if from_steps else None
         )

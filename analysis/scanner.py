@@ -141,6 +141,7 @@ class Scanner:
         self._last_keys: list[bytes] | None = None
         self._last_layout: _Layout | None = None
         self.nonfinite_rows = array("q")  # rows with a NaN or Inf value in any field
+        self.tflops_from_lines = False  # set by columns()
         self.step_tflops_rows = array("q")  # rows whose throughput comes from a paired Step Time line
         self.step_tflops_vals = array("d")
         self.step_only = array("d")  # every Step Time line (ms, TFLOP/s/GPU), used when there are no iteration lines
@@ -415,20 +416,24 @@ class Scanner:
         ``tflops`` and ``loss:<key>`` extra losses; NaN where a line lacks a field."""
         n = len(self.it)
         cols: dict[str, np.ndarray] = {
-            "iteration": np.array(self.it, dtype=np.int64),
-            "train_iters": np.array(self.total, dtype=np.int64),
+            "iteration": np.frombuffer(self.it, dtype=np.int64) if n else np.zeros(0, np.int64),
+            "train_iters": np.frombuffer(self.total, dtype=np.int64) if n else np.zeros(0, np.int64),
         }
         for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
             cols[name] = np.full(n, np.nan)
         covered = np.zeros(n, dtype=bool)  # rows of dropped (truncated) layouts are not covered
+        self.tflops_from_lines = False
         for layout in self.layouts.values():
             if not len(layout.rows):
                 continue
-            rows = np.array(layout.rows, dtype=np.int64)
+            rows = np.frombuffer(layout.rows, dtype=np.int64)
+            values = np.frombuffer(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
             covered[rows] = True
-            values = np.array(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
+            self.tflops_from_lines |= layout.has_tflops
             for j, name in enumerate(layout.names):
                 cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
+            del rows, values
+            layout.rows, layout.values = array("q"), array("d")  # release the raw columns as we go
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):

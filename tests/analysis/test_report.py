@@ -124,18 +124,18 @@ def test_python_api_round_trip(sweep, tmp_path):
     assert back.to_json() == summary.to_json()
 
 
+def pair_sweep(root, variant_ms: float):
+    """A baseline at 500 ms and an overlap variant at ``variant_ms``, both complete."""
+    return make_sweep(root, [
+        {"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False, "delay_wgrad": False, "role": "baseline",
+         "attempts": [attempt(training_log(30, step=steps(500, 1)), A2A0, "a2a.ovl0.dw0")]},
+        {"name": "a2a.ovl1.dw0", "dispatcher": "alltoall", "overlap": True, "delay_wgrad": False,
+         "attempts": [attempt(training_log(30, step=steps(variant_ms, 2)), A2A1, "a2a.ovl1.dw0")]}])
+
+
 def test_exit_0_and_4(tmp_path):
-    good = make_sweep(tmp_path / "g", [
-        {"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False, "delay_wgrad": False, "role": "baseline",
-         "attempts": [attempt(training_log(30, step=steps(500, 1)), A2A0, "a2a.ovl0.dw0")]},
-        {"name": "a2a.ovl1.dw0", "dispatcher": "alltoall", "overlap": True, "delay_wgrad": False,
-         "attempts": [attempt(training_log(30, step=steps(450, 2)), A2A1, "a2a.ovl1.dw0")]}])
-    assert main([str(good), "--quiet"]) == 0
-    slow = make_sweep(tmp_path / "s", [
-        {"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False, "delay_wgrad": False, "role": "baseline",
-         "attempts": [attempt(training_log(30, step=steps(500, 1)), A2A0, "a2a.ovl0.dw0")]},
-        {"name": "a2a.ovl1.dw0", "dispatcher": "alltoall", "overlap": True, "delay_wgrad": False,
-         "attempts": [attempt(training_log(30, step=steps(560, 2)), A2A1, "a2a.ovl1.dw0")]}])
+    assert main([str(pair_sweep(tmp_path / "g", 450)), "--quiet"]) == 0
+    slow = pair_sweep(tmp_path / "s", 560)
     assert main([str(slow), "--quiet"]) == 4
     assert json.loads((slow / "report" / "summary.json").read_text())["comparisons"][0]["verdict"] == "slower"
 

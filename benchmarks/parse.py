@@ -1,0 +1,122 @@
+"""Log-parser benchmark: parse throughput (MB/s) and peak memory on generated multi-GB-scale logs, next to
+``grep -c iteration`` on the same file.
+
+    .venv/bin/python benchmarks/parse.py [--mb 1024] [--keep DIR]
+
+Two logs are generated in a temporary folder (or ``--keep DIR``):
+- ``typical.log``: a multi-rank Megatron-Bridge log with one iteration line per ten other lines (Step Time,
+  NCCL INFO, timers, warnings with ``[rankN]:`` / ``[defaultN]:`` prefixes, memory lines);
+- ``iterations.log``: iteration lines only.
+Each file is parsed in a fresh process (``analysis.parse.parse_files``), which reports wall time, CPU time and its
+peak RSS. Prints figures, not pass/fail. Design targets (issue 4): >= 200 MB/s on the typical log and >= 50 MB/s on
+the iteration-only log on one core, peak RSS < 300 MB for the 1 GB typical log. The machine's speed matters: the
+``grep -c`` column and the ratio make runs on different machines comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ITERATION = ("[{rank}]: [2026-11-29 15:{mm:02d}:{ss:02d}] iteration {i:8d}/{total:8d} | consumed samples: {cs:12d} | "
+             "elapsed time per iteration (ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): {tf:.1f} | learning rate: "
+             "2.989355E-04 | global batch size:   512 | lm loss: {loss:.6E} | load_balancing_loss: 1.013377E+00 | "
+             "loss scale: 1.0 | grad norm: {gn:.3f} | number of skipped iterations:   0 | number of nan iterations:   0 |")
+OTHERS = (
+    "Step Time : {s:.2f}s GPU utilization: {tf:.1f}MODEL_TFLOP/s/GPU",
+    "node{r:02d}:1234:1290 [{g}] NCCL INFO Channel 02/0 : {g}[{g}] -> {h}[{h}] via P2P/CUMEM/read",
+    "[default{g}]:    forward-backward ...............................: ({ms:.2f}, {ms2:.2f})",
+    "[rank{r}]:[W1129 15:08:09.000 ProcessGroupNCCL.cpp:4561] Warning: an error occurred in a callback, retrying",
+    "[rank{r}]: /opt/megatron/core/models/gpt/gpt_layer_specs.py:74: UserWarning: Apex is not installed.",
+    "[default{g}]:     optimizer ......................................: (11.02, 11.40)",
+    "INFO:megatron.core.timers:(min, max) time across ranks (ms):",
+    "[rank{r}]:   warnings.warn(",
+    "Number of dense and embedding parameters in billions: 30.53",
+    "[Rank {r}] (after {i} iterations) memory (GB) | mem-allocated-gigabytes: 51.072 | mem-max-allocated-gigabytes: "
+    "{mem:.2f} | mem-max-reserved-gigabytes: 216.89 | mem-alloc-retires: 0",
+)
+
+
+def generate(path: Path, size: int, *, others: bool) -> int:
+    """Write about ``size`` bytes of log; returns the number of iteration lines."""
+    n = 0
+    written = 0
+    with open(path, "w") as fh:
+        while written < size:
+            block = []
+            for _ in range(2000):
+                n += 1
+                ms = 5300.0 + (n * 7919 % 200)
+                block.append(ITERATION.format(rank="rank15", mm=(n // 60) % 60, ss=n % 60, i=n, total=10**8,
+                                              cs=n * 512, ms=ms, tf=243.6 - (n % 13) / 10, loss=1.8 + (n % 97) / 1000,
+                                              gn=1.0 + (n % 31) / 100))
+                if others:
+                    for k in range(10):
+                        g = (n + k) % 8
+                        block.append(OTHERS[(n + k) % len(OTHERS)].format(
+                            s=ms / 1000, tf=243.6, r=(n + k) % 16, g=g, h=(g + 1) % 8, ms=ms * 0.9, ms2=ms * 0.92,
+                            i=n, mem=150 + (n % 50)))
+            text = "\n".join(block) + "\n"
+            fh.write(text)
+            written += len(text)
+    return n
+
+
+CHILD = """
+import json, resource, sys, time
+from analysis.parse import parse_files
+t0, c0 = time.perf_counter(), time.process_time()
+log = parse_files([sys.argv[1]])
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "iterations": len(log.series), "damaged": log.damaged_lines, "markers": log.marker_counts}))
+"""
+
+
+def measure(path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    result = json.loads(out.stdout)
+    t0 = time.perf_counter()
+    grep = subprocess.run(["grep", "-c", "iteration", str(path)], capture_output=True, text=True)
+    result["grep_s"] = time.perf_counter() - t0
+    result["grep_count"] = int(grep.stdout.strip() or 0)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=int, default=1024, help="size of each generated log in MiB (default 1024)")
+    ap.add_argument("--keep", type=Path, help="generate into this folder and keep the logs")
+    args = ap.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="parse-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        print(f"{'log':<16}{'MB':>7}{'iters':>10}{'MB/s wall':>11}{'MB/s cpu':>10}{'peak RSS MB':>13}"
+              f"{'grep MB/s':>11}{'grep/parse':>12}")
+        for name, others in (("typical.log", True), ("iterations.log", False)):
+            path = folder / name
+            if not path.exists():
+                generate(path, args.mb << 20, others=others)
+            mb = path.stat().st_size / (1 << 20)
+            r = measure(path)
+            print(f"{name:<16}{mb:>7.0f}{r['iterations']:>10}{mb / r['wall_s']:>11.1f}{mb / r['cpu_s']:>10.1f}"
+                  f"{r['peak_rss_mb']:>13.0f}{mb / r['grep_s']:>11.0f}{r['wall_s'] / r['grep_s']:>11.1f}x")
+            print(f"{'':<16}damaged lines {r['damaged']}, markers {r['markers']}, grep -c iteration {r['grep_count']}")
+    finally:
+        if args.keep is None:
+            for p in folder.iterdir():
+                p.unlink()
+            folder.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
