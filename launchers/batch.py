@@ -95,7 +95,28 @@ def _shipped(variant_json: Path) -> tuple[Path, Path]:
     return path, base
 
 
-def _remote_base(cluster: Any, home: Path) -> str:
+def item_command(item: Item, python: str, code_dir: str, out_dir: str) -> tuple[
+        list[str], tuple[tuple[Path, Path], ...], dict[str, str]]:
+    """(argv, shipped files, extra env) of one item, given its code and output folders as the job sees them.
+
+    A RunSpec runs the payload on its variant.json, shipped into ``<code_dir>/variants/<v>/variant.json``,
+    writing to ``out_dir``; a JobCommand runs as given.
+    """
+    if isinstance(item, RunSpec):
+        shipped, ship_base = _shipped(item.variant_json)
+        rel = shipped.relative_to(ship_base).as_posix()
+        return [python, *item.payload_args(f"{code_dir}/{rel}", out_dir)], ((shipped, ship_base),), {}
+    return list(item.argv), (), dict(item.env)
+
+
+def env_script(run: Any, argv: Sequence[str]) -> Any:
+    """``run.Script`` running ``argv`` through ``env``. NeMo-Run joins entrypoint and arguments with spaces and
+    quotes nothing (FACTS §5, CASES C11), so every word is shell-quoted here."""
+    words = quote_args(argv)
+    return run.Script(path=words[0], args=words[1:], entrypoint="env")
+
+
+def remote_base(cluster: Any, home: Path) -> str:
     """The experiments folder as the cluster sees it (``tunnel.job_dir`` over SSH)."""
     if cl.tunnel_field(cluster, "kind", "local") == "ssh":
         return str(cl.tunnel_field(cluster, "job_dir"))
@@ -129,7 +150,7 @@ def slurm_batch(
     env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
     python = python or default_python(cluster)
     container = bool(cl.get(cluster, "container_image"))
-    base = _remote_base(cluster, home)
+    base = remote_base(cluster, home)
     tasks: list[Task] = []
     seen: set[str] = set()
     for item in items:
@@ -139,24 +160,12 @@ def slurm_batch(
         seen.add(name)
         job_root = CONTAINER_JOB_ROOT if container else os.path.join(base, title, exp_id, name)
         check_path(job_root, "job folder")
-        extra_env: dict[str, str] = {}
-        files: tuple[tuple[Path, Path], ...] = ()
-        if isinstance(item, RunSpec):
-            shipped, ship_base = _shipped(item.variant_json)
-            files = ((shipped, ship_base),)
-            rel = shipped.relative_to(ship_base).as_posix()
-            argv = [python, *item.payload_args(f"{job_root}/code/{rel}", f"{job_root}/out")]
-        else:
-            argv = list(item.argv)
-            extra_env = dict(item.env)
+        argv, files, extra_env = item_command(item, python, f"{job_root}/code", f"{job_root}/out")
         packager = packager_for(files) if packager_for else run.Packager()
         executor = slurm_executor(run, cluster, home=home, env=env, packager=packager,
                                   time_limit_s=time_limit_s, srun_args=srun_args)
         executor.env_vars.update(quoted_env(extra_env))
-        # `env` runs the command: NeMo-Run joins entrypoint and args with spaces, so every word is quoted here.
-        words = quote_args(argv)
-        script = run.Script(path=words[0], args=words[1:], entrypoint="env")
-        tasks.append(Task(name=name, script=script, executor=executor, item=item,
+        tasks.append(Task(name=name, script=env_script(run, argv), executor=executor, item=item,
                           job_dir=home / "experiments" / title / exp_id / name, job_root=job_root, files=files))
     return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
 

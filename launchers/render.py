@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from launchers import cluster as cl
-from launchers.batch import Item, slurm_batch
+from launchers.batch import Batch, Item, slurm_batch
 from launchers.envvars import JobEnv, job_env, mask_text
 from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
+from launchers.pack import pack_batch
 
 DEFAULT_TITLE = "sweep"
 
@@ -40,15 +41,41 @@ def render_slurm_batch(
     ``state_dir`` is the sweep's ``nemo_run/`` (it need not exist). Other arguments as
     :func:`launchers.batch.slurm_batch`. Imports NeMo-Run (about 4 s the first time).
     """
-    real_home = nemorun_home_path(state_dir)
     env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    return _render(lambda run, home: slurm_batch(run, cluster, items, home=home, title=title, label=label,
+                                                 python=python, env=env, time_limit_s=time_limit_s,
+                                                 srun_args=srun_args), state_dir, env)
+
+
+def render_packed(
+    cluster: Any,
+    items: Sequence[Item],
+    *,
+    state_dir: str | Path,
+    title: str = DEFAULT_TITLE,
+    label: str = "s1",
+    run_time_s: int | None = None,
+    python: str | None = None,
+    env: JobEnv | None = None,
+    srun_args: Sequence[str] = (),
+) -> str:
+    """The sbatch script of a packed allocation (``pack=true``) running ``items`` in order (launchers.pack)."""
+    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    texts = _render(lambda run, home: pack_batch(run, cluster, items, home=home, title=title, label=label,
+                                                 run_time_s=run_time_s, python=python, env=env,
+                                                 srun_args=srun_args)[0], state_dir, env)
+    return next(iter(texts.values()))
+
+
+def _render(build: Callable[[Any, Path], Batch], state_dir: str | Path, env: JobEnv) -> dict[str, str]:
+    """Dry-run ``build(run, home)``'s batch in a scratch NEMORUN_HOME; return its scripts with the sweep's paths."""
+    real_home = nemorun_home_path(state_dir)
     scratch = Path(tempfile.mkdtemp(prefix="moe-render-"))
     try:
         with nemorun_home(scratch / "home") as home, no_stdin():
             run = nemo_run()
-            batch = slurm_batch(run, cluster, items, home=home, title=title, label=label, python=python,
-                                env=env, time_limit_s=time_limit_s, srun_args=srun_args)
-            with run.Experiment(title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
+            batch = build(run, home)
+            with run.Experiment(batch.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                 enable_goodbye_message=False, skip_status_at_exit=True) as exp:
                 for task in batch.tasks:
                     exp.add(task.script, executor=task.executor, name=task.name)

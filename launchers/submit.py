@@ -11,17 +11,18 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from launchers import cluster as cl
-from launchers.batch import Batch, Item, slurm_batch
+from launchers.batch import Batch, Item, Task, slurm_batch
 from launchers.envvars import JobEnv, job_env, mask_text, quoted_env
 from launchers.errors import LaunchConfigError, LaunchError, SchedulerError
 from launchers.home import nemo_run, nemorun_home, no_stdin
+from launchers.pack import PackedRun, pack_batch
 from launchers.packaging import check_clean, code_packager, git_state
 from launchers.render import DEFAULT_TITLE
 from launchers.shell import Shell, local_shell, shell_for
@@ -144,12 +145,12 @@ def submit_slurm(
     time_limit_s: int | None = None,
     srun_args: Sequence[str] = (),
 ) -> list[Submission]:
-    """Queue ``items`` (RunSpecs or JobCommands) as one NeMo-Run experiment ``<title>_<label>`` and return.
+    """Queue ``items`` (RunSpecs or JobCommands), one Slurm job each, as NeMo-Run experiment ``<title>_<label>``.
 
     ``state_dir``: the sweep's ``nemo_run/`` (NEMORUN_HOME); ``repo``: the git checkout shipped as the jobs'
     code; ``label``: the batch label (default: the time in ns, like NeMo-Run); other arguments as
-    :func:`launchers.batch.slurm_batch`. Takes about 4 s the first time (NeMo-Run's import), then
-    ~0.1-0.3 s per job (git archive + sbatch).
+    :func:`launchers.batch.slurm_batch`. Returns once sbatch has queued every job (detached). Takes about 4 s
+    the first time in a process (NeMo-Run's import), then ~0.1-0.3 s per job (git archive + sbatch).
 
     Raises:
         LaunchConfigError: bad profile, dirty tree without allow_dirty, not a git checkout, secrets over SSH.
@@ -157,6 +158,71 @@ def submit_slurm(
     """
     if not items:
         return []
+
+    def build(run: Any, home: Path, packager_for: Any, job_env_: JobEnv, label_: str) -> Batch:
+        return slurm_batch(run, cluster, items, home=home, title=title, label=label_, packager_for=packager_for,
+                           python=python, env=job_env_, time_limit_s=time_limit_s, srun_args=srun_args)
+
+    batch, submitted, handles = _queue(cluster, build, state_dir=state_dir, repo=repo, label=label,
+                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env)
+    return [_submission(batch, task, handles, submitted) for task in batch.tasks]
+
+
+@dataclass(frozen=True)
+class PackSubmission:
+    """A packed allocation: Slurm ``job_id`` running ``runs`` in order (see :mod:`launchers.pack`)."""
+
+    job: Submission
+    runs: tuple[PackedRun, ...]
+
+
+def submit_packed(
+    cluster: Any,
+    items: Sequence[Item],
+    *,
+    state_dir: str | Path,
+    repo: str | Path,
+    title: str = DEFAULT_TITLE,
+    label: str | None = None,
+    run_time_s: int | None = None,
+    allow_dirty: bool = False,
+    allow_ssh_secrets: bool = False,
+    python: str | None = None,
+    env: JobEnv | None = None,
+    srun_args: Sequence[str] = (),
+) -> PackSubmission:
+    """Queue ``items`` as ONE allocation that runs them one after another (``pack=true``), detached.
+
+    ``run_time_s``: each run's own time limit (default ``cluster.time_limit``). Other arguments and errors as
+    :func:`submit_slurm`. Per-run states: :func:`launchers.pack.pack_states`.
+    """
+    label = label or str(time.time_ns())
+    runs: list[PackedRun] = []
+
+    def build(run: Any, home: Path, packager_for: Any, job_env_: JobEnv, label_: str) -> Batch:
+        batch, packed = pack_batch(run, cluster, items, home=home, title=title, label=label_,
+                                   run_time_s=run_time_s, packager_for=packager_for, python=python, env=job_env_,
+                                   srun_args=srun_args)
+        runs.extend(packed)
+        return batch
+
+    batch, submitted, handles = _queue(cluster, build, state_dir=state_dir, repo=repo, label=label,
+                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env)
+    return PackSubmission(job=_submission(batch, batch.tasks[0], handles, submitted), runs=tuple(runs))
+
+
+def _queue(
+    cluster: Any,
+    build: Callable[[Any, Path, Any, JobEnv, str], Batch],
+    *,
+    state_dir: str | Path,
+    repo: str | Path,
+    label: str | None,
+    allow_dirty: bool,
+    allow_ssh_secrets: bool,
+    env: JobEnv | None,
+) -> tuple[Batch, str, dict[str, str]]:
+    """Check, build and submit one batch (detached); returns it, the submission time and task -> job id."""
     shell = shell_for(cluster)
     if shell is local_shell:
         local_shell(["sbatch", "--version"])  # a clear error when sbatch is missing, before anything is written
@@ -172,13 +238,12 @@ def submit_slurm(
         def packager_for(files: Any) -> Any:
             return code_packager(run, state.root, allow_dirty=allow_dirty, extra_files=files)[0]
 
-        batch = slurm_batch(run, cluster, items, home=home, title=title, label=label, packager_for=packager_for,
-                            python=python, env=env, time_limit_s=time_limit_s, srun_args=srun_args)
+        batch = build(run, home, packager_for, env, label)
         for task in batch.tasks:
             task.executor.env_vars.update(quoted_env(written_secrets))
         submitted = utc_now()
         with _in_dir(state.root), _environ(env.secrets if not written_secrets else {}), no_stdin():
-            exp = run.Experiment(title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
+            exp = run.Experiment(batch.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                  enable_goodbye_message=False, skip_status_at_exit=True)
             with exp:
                 for task in batch.tasks:
@@ -198,7 +263,11 @@ def submit_slurm(
         # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
         # Experiment.from_id (maybe_load_external_main); our tasks are scripts and need neither.
         (batch.exp_dir / "__main__.py").unlink(missing_ok=True)
-        return _submissions(exp, batch, submitted)
+        handles = {job.id: job_id_of(job.handle) for job in exp.jobs if job.handle}
+    missing = [t.name for t in batch.tasks if t.name not in handles]
+    if missing:
+        raise SchedulerError(f"NeMo-Run returned no Slurm job for {', '.join(missing)} in {batch.exp_id}")
+    return batch, submitted, handles
 
 
 def _cancel_launched(exp: Any, shell: Shell) -> list[str]:
@@ -208,16 +277,7 @@ def _cancel_launched(exp: Any, shell: Shell) -> list[str]:
     return ids
 
 
-def _submissions(exp: Any, batch: Batch, submitted: str) -> list[Submission]:
-    handles = {job.id: job.handle for job in exp.jobs}
-    secrets = batch.env.secret_values()
-    out = []
-    for task in batch.tasks:
-        handle = handles.get(task.name)
-        if not handle:
-            raise SchedulerError(f"NeMo-Run did not return a job for {task.name} in {batch.exp_id}")
-        script_path = batch.exp_dir / f"{task.name}_sbatch.sh"
-        script = mask_text(script_path.read_text(), secrets)
-        out.append(Submission(name=task.name, job_id=job_id_of(handle), exp_id=batch.exp_id,
-                              job_dir=task.job_dir, script=script, submitted=submitted, item=task.item))
-    return out
+def _submission(batch: Batch, task: Task, handles: dict[str, str], submitted: str) -> Submission:
+    script = mask_text((batch.exp_dir / f"{task.name}_sbatch.sh").read_text(), batch.env.secret_values())
+    return Submission(name=task.name, job_id=handles[task.name], exp_id=batch.exp_id, job_dir=task.job_dir,
+                      script=script, submitted=submitted, item=task.item)
