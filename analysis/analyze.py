@@ -2,8 +2,10 @@
 
 Sweep folder: ``manifest.json`` (read-only), ``variants/<v>/variant.json``, and per attempt
 ``variants/<v>/attempt-<k>/{logs/, effective_config.json}``. For each (variant, repeat) the latest attempt counts;
-every attempt gets its ``run.json`` next to its logs (atomic write). Optional input: ``profile.a2a_ms`` in
-effective_config.json (the baseline's all-to-all time per step, ms) enables the overlap ceiling.
+every attempt gets its ``run.json`` next to its logs (atomic write).
+
+The all-to-all time for the overlap ceiling is an optional input: ``profile.json`` (``{"a2a_ms": ...}``) in the
+attempt folder, or ``profile.a2a_ms`` in effective_config.json, for the baseline's run.
 
 Loose files: files whose names differ only in ``_<jobid>_<restart>.out`` form one run named after the stem; the
 baseline is ``baseline=`` or the run whose effective_config.json (next to the log) requests alltoall with overlap
@@ -51,6 +53,10 @@ class Options:
             raise UsageError(f"--warmup must be >= 0 iterations, got {self.warmup}")
         if not 0 < self.tolerance < 1:
             raise UsageError(f"loss tolerance must be in (0, 1), got {self.tolerance}")
+        if self.n_boot < 100:
+            raise UsageError(f"--bootstrap must be >= 100 resamples, got {self.n_boot}")
+        if self.hang_min_s < 0:
+            raise UsageError(f"--hang-min-s must be >= 0 s, got {self.hang_min_s}")
 
 
 def _int(value: Any) -> int | None:
@@ -118,15 +124,20 @@ def analyze_run(
     verdict = classify(log, scheduler=scheduler, expect=expect, effective=effective,
                        steady_iterations=stats.steady if stats else None, median_step_ms=median,
                        last_log_age_s=last_log_age_s, hang_min_s=options.hang_min_s)
-    keep_numbers = verdict.status in ("ok", "ok_with_warning", "invalid_variant", "failed", "incomplete")
+    # numbers of an invalid variant belong to what really ran, not to its label (CASES C05): kept in details only
+    keep_numbers = verdict.status in ("ok", "ok_with_warning", "failed", "incomplete")
     keep_numbers = keep_numbers and stats is not None and stats.sufficient
+    details = dict(verdict.details)
+    if verdict.status == "invalid_variant" and stats is not None and stats.step_time is not None:
+        details["measured_not_as_labelled"] = {
+            "step_time_ms": stats.step_time.median, "tflops_per_gpu": stats.tflops.median if stats.tflops else None}
     requested = expect.requested or {}
     hosts = tuple(dict.fromkeys([*(hardware.get("hostnames") or []), *verdict.hosts]))
     shown = [str(Path(f).relative_to(display_root)) if display_root and Path(f).is_relative_to(display_root)
              else str(f) for f in files]
     return RunResult(
         name=name, variant=variant, status=verdict.status, reason=verdict.reason, attempt=attempt, repeat=repeat,
-        evidence=verdict.evidence, flags=verdict.flags, hint=verdict.hint, details=verdict.details,
+        evidence=verdict.evidence, flags=verdict.flags, hint=verdict.hint, details=details,
         notes=tuple(dict.fromkeys([*verdict.notes, *(stats.notes if stats else ())])),
         iterations_total=stats.total if stats else 0, iterations_steady=stats.steady if stats else 0,
         iterations_skipped=stats.skipped if stats else 0, warmup=stats.warmup if stats else options.warmup,
@@ -146,6 +157,15 @@ def _float(value: Any) -> float | None:
     try:
         return float(value) if value is not None else None
     except (TypeError, ValueError):
+        return None
+
+
+def _profile_a2a_ms(path: Path) -> float | None:
+    """Optional user input ``profile.json`` in an attempt folder: ``{"a2a_ms": <all-to-all ms per step>}`` from a
+    profile of that run (e.g. Nsight Systems); None when absent or unreadable."""
+    try:
+        return _float(read_json(path).get("a2a_ms"))
+    except (OSError, ValueError, AttributeError):
         return None
 
 
@@ -210,6 +230,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
                 effective = read_json(adir / "effective_config.json")
             except (OSError, ValueError):
                 effective = None
+            a2a_ms = _profile_a2a_ms(adir / "profile.json")
             status = a.get("status")
             age = None
             if status in ("running", "submitted") and files:
@@ -217,7 +238,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             name = v["name"] if not multi else f"{v['name']}.r{a.get('repeat')}"
             scheduler = SchedulerInfo(status, a.get("exit_code"), tuple(a.get("flags") or ()))
             r = analyze_run(files, name=name, attempt=k, repeat=a.get("repeat"), effective=effective,
-                            scheduler=scheduler, last_log_age_s=age, **common)
+                            scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
             if write_run_json and adir.is_dir():
                 atomic_write_json(adir / "run.json", r.to_run_json())
             if latest.get(a.get("repeat")) is a:

@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="loose logs: the run (file stem) every other run is compared with")
     p.add_argument("--warmup", type=int, help="warm-up iterations to drop (default max(3, 10%% of the iterations))")
     p.add_argument("--tolerance", type=float, default=0.02, help="loss-parity tolerance (default 0.02 = 2%%)")
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples for the intervals (default 2000)")
+    p.add_argument("--hang-min-s", type=float, default=600,
+                   help="suspected hang: no new iteration for max(this, 5 x median step) seconds (default 600)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
@@ -90,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for p in paths:
             if not p.exists():
                 raise UsageError(f"no such file or folder: {p}")
-        options = Options(warmup=args.warmup, tolerance=args.tolerance)
+        options = Options(warmup=args.warmup, tolerance=args.tolerance, n_boot=args.bootstrap,
+                          hang_min_s=args.hang_min_s)
         sweeps = [p for p in paths if is_sweep_folder(p)]
         if sweeps and len(sweeps) != len(paths):
             raise UsageError("give sweep folders alone, or log files and folders alone, not both")

@@ -256,3 +256,36 @@ def test_real_fixture_as_a_sweep_attempt(tmp_path):
     r = summary.runs[0]
     assert (r.status, r.iterations_steady, r.train_iters) == ("ok", 27, 30)
     assert r.peak_mem_gb == pytest.approx(1.7664) and r.details.get("training_done")
+
+
+def test_c05_fallback_run_is_kept_out_of_the_deepep_column_and_ceiling_from_profile(tmp_path):
+    fallback = ("DeepEP is only applicable to Ampere, Hopper, and Blackwell (B200/B300) GPUs. Current GPU: "
+                "NVIDIA GB200. Falling back to alltoall.")
+    sw = make_sweep(tmp_path, [
+        {"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False, "delay_wgrad": False, "role": "baseline",
+         "attempts": [attempt(training_log(30, step=steps(500, 1)), A2A0, "a2a.ovl0.dw0")]},
+        {"name": "a2a.ovl1.dw0", "dispatcher": "alltoall", "overlap": True, "delay_wgrad": False,
+         "attempts": [attempt(training_log(30, step=steps(400, 2)), A2A1, "a2a.ovl1.dw0")]},
+        {"name": "deepep.ovl1.dw0", "dispatcher": "deepep", "overlap": True, "delay_wgrad": False,
+         "attempts": [{"lines": training_log(30, step=steps(300, 3), setup=[fallback]), "effective": None}]}])
+    (sw / "variants/a2a.ovl0.dw0/attempt-1/profile.json").write_text('{"a2a_ms": 200.0}')
+    assert main([str(sw), "--quiet"]) == 3
+    d = json.loads((sw / "report" / "summary.json").read_text())
+    runs = {r["name"]: r for r in d["runs"]}
+    deep = runs["deepep.ovl1.dw0"]
+    assert (deep["status"], deep["reason"]) == ("invalid_variant", "dispatcher_fallback")
+    assert deep["tflops_per_gpu"] is None and deep["step_time_ms"]["median"] is None
+    assert deep["details"]["measured_not_as_labelled"]["step_time_ms"] == pytest.approx(300, abs=5)
+    cmp = {c["variant"]: c for c in d["comparisons"]}
+    assert cmp["deepep.ovl1.dw0"]["verdict"] == "not_comparable"
+    ceiling = cmp["a2a.ovl1.dw0"]["overlap_ceiling"]
+    assert ceiling["a2a_ms"] == 200.0 and ceiling["ceiling"] == pytest.approx(500 / 300, rel=0.02)
+    assert 0 < ceiling["fraction_achieved"] < 1
+
+
+def test_cli_option_validation(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    write_log(logs / "a.log", training_log(30))
+    assert main([str(logs), "--bootstrap", "5", "--out", str(tmp_path / "r")]) == 2
+    assert "--bootstrap must be >= 100" in capsys.readouterr().err
+    assert main([str(logs), "--tolerance", "2", "--out", str(tmp_path / "r")]) == 2
