@@ -9,6 +9,7 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | preflight_reject | pruned / failed | static rules pruned the variant, or validate mode failed (the library's messages) |
 | not_run | skipped | gated, skipped or never submitted (carried over from the manifest) |
 | config_plumbing | failed | ``AttributeError: 'NoneType' object has no attribute '<knob>'`` before training (C03) |
+| payload_error | failed | the payload's own diagnosis ``[payload] error <code> <kind>: <cause>`` (no_gpu, bridge_missing, hf_unreachable, unknown_field, ...); check_failed counts as preflight_reject, mismatch/env_mismatch as label_mismatch or dispatcher_fallback, training_failed defers to the real cause |
 | flex_kernel_assertion | failed | C-level assertion in DeepEP/HybridEP kernels, e.g. ``num_rc_per_pe >= num_channels`` (C06) |
 | nvshmem_init | failed | NVSHMEM bootstrap/initialisation error (DeepEP internode, HybridEP) |
 | dispatcher_unavailable | failed | "DeepEP/HybridEP is not installed" (FACTS §1) |
@@ -53,6 +54,10 @@ from analysis.parse import ParsedLog
 # leaves the others in a collective until the NCCL watchdog fires, and torchrun then raises ChildFailedError).
 PRIORITY = (
     "config_plumbing",
+    "payload_error",
+    "preflight_reject",
+    "dispatcher_fallback",
+    "label_mismatch",
     "flex_kernel_assertion",
     "nvshmem_init",
     "dispatcher_unavailable",
@@ -72,6 +77,11 @@ RETRIABLE = frozenset({"dispatcher_timeout", "nccl_timeout"})
 # exceptions that only echo a failure elsewhere (torchrun's agent, c10d after an abort)
 _ECHO_EXCEPTIONS = ("ChildFailedError", "DistBackendError", "DistNetworkError", "SignalException")
 # knobs whose missing parent config gives the C03 AttributeError (FACTS §1)
+_RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s*|\d+:\s+)+")
+_PAYLOAD_RE = re.compile(r"\[payload\] error (?P<code>\d+) (?P<kind>\w+): (?P<cause>.*)")
+# payload error kinds (experiments/payload/errors.py) -> reasons; every other kind is "payload_error"
+_PAYLOAD_REASONS = {"check_failed": "preflight_reject", "mismatch": "label_mismatch", "env_mismatch": "label_mismatch",
+                    "interrupted": "cancelled", "training_failed": "_training_failed"}
 _PLUMBING_RE = re.compile(r"AttributeError: 'NoneType' object has no attribute '(\w+)'")
 _PLUMBING_HINT = re.compile(r"overlap|wgrad|dispatcher|comm_|flex|moe_", re.I)
 _FLEX_RE = re.compile(r"DeepEP|deep_ep|hybrid_?ep|internode\.cu|intranode\.cu|csrc/kernels", re.I)
@@ -177,8 +187,9 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
 
     def add(reason: str, m: Marker, details: dict[str, Any] | None = None, context: bool = False) -> None:
         if reason in found:
-            if len(found[reason].evidence) < EVIDENCE_LINES and m.text not in found[reason].evidence:
-                found[reason].evidence.append(m.text)
+            seen = {_RANK_PREFIX.sub("", e) for e in found[reason].evidence}
+            if len(found[reason].evidence) < EVIDENCE_LINES and _RANK_PREFIX.sub("", m.text) not in seen:
+                found[reason].evidence.append(m.text)  # the same line from another rank adds nothing
             return
         lines = (_before_frame(markers, m) if context else []) + [m.text]
         found[reason] = _Finding(lines, m.offset, details or {})
@@ -197,6 +208,14 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
                 add("traceback", m, {"exception_type": etype, "message": exc.group(2).strip() if exc else ""}, True)
             else:
                 found.setdefault("_echo", _Finding([m.text], m.offset, {"exception_type": etype}))
+        elif k == "payload_error":
+            p = _PAYLOAD_RE.search(m.text)
+            if p:
+                reason = _PAYLOAD_REASONS.get(p.group("kind"), "payload_error")
+                if reason == "label_mismatch" and re.search(r"moe_token_dispatcher_type requested '?flex'?, effective "
+                                                            r"'?alltoall", p.group("cause")):
+                    reason = "dispatcher_fallback"
+                add(reason, m, {"payload_exit_code": int(p.group("code")), "payload_error": p.group("kind")})
         elif k == "c_assertion":
             a = _C_ASSERT_RE.search(m.text)
             loc = (a.group("loc") or a.group("loc2")) if a else None
@@ -314,6 +333,7 @@ def classify(
 
     found = _findings(log)
     echo = found.pop("_echo", None)
+    training_failed = found.pop("_training_failed", None)
     s = log.series
     last_it = int(s.iteration[-1]) if len(s) else None
     target = log.train_iters or expect.train_iters or _int(log.config.get("train_iters"))
@@ -394,8 +414,15 @@ def classify(
         return verdict(status, reason, [sched_line] if status != "ok" and sched else [])
     if failures:
         reason = failures[0]
-        status = "incomplete" if reason == "cancelled" else "failed"
-        return verdict(status, reason, [sched_line] if sched else [])
+        status = ("incomplete" if reason == "cancelled" else
+                  "invalid_variant" if reason in ("label_mismatch", "dispatcher_fallback") else "failed")
+        messages = [str(x) for x in ((effective or {}).get("checks") or {}).get("messages") or ()]
+        return verdict(status, reason, (messages if reason == "preflight_reject" else []) + ([sched_line] if sched
+                                                                                             else []))
+    if training_failed is not None:
+        found["traceback"] = training_failed
+        failures.append("traceback")
+        return verdict("failed", "traceback", [sched_line] if sched else [])
     if echo is not None:
         found["traceback"] = echo
         failures.append("traceback")

@@ -211,11 +211,12 @@ def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, toler
     """Every variant against its group's baseline.
 
     The baseline of a group is the variant named ``baseline`` when given (loose files: one group), else the variant
-    whose runs have role "baseline". Groups without a baseline produce no comparison.
+    whose runs have role "baseline". Groups without a baseline, and runs that never trained (pruned, skipped,
+    validate mode), produce no comparison.
     """
     groups: dict[str, list[RunResult]] = {}
     for r in runs:
-        if r.status in ("pruned", "skipped"):
+        if r.status in ("pruned", "skipped", "validated"):  # never trained: nothing to compare
             continue
         key = "" if baseline else ",".join(f"{k}={r.group[k]}" for k in sorted(r.group))
         groups.setdefault(key, []).append(r)

@@ -35,6 +35,8 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # (kind, literal triggers, pattern), most specific first; a line gets the first kind whose pattern matches.
 # The pattern runs only when one of its literal triggers is in the line (triggers are tested on the lower-cased line).
 _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    # the payload's own diagnosis: "[payload] error <code> <kind>: <cause>" (experiments/payload/errors.py)
+    ("payload_error", ("[payload] error",), re.compile(r"\[payload\] error \d+ \w+: ")),
     # PyTorch ProcessGroupNCCL watchdog (CASES C09; FACTS §6)
     (
         "nccl_timeout",

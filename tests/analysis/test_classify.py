@@ -317,3 +317,36 @@ def test_throughput_not_logged_flag():
     lines = [iteration_line(i, 10, tflops=None) for i in range(1, 11)]
     v = run(lines)
     assert v.status == "ok" and "throughput_not_logged" in v.flags
+
+
+# -- the payload's own diagnosis ("[payload] error <code> <kind>: <cause>", experiments/payload/errors.py) ---------
+def test_payload_error_line_is_the_reason_and_ranks_are_not_repeated():
+    lines = [f"[default{r}]:[payload] error 18 no_gpu: train mode found no GPU on vm; use mode=validate" for r in (1, 0)]
+    lines += ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "]
+    v = run(lines, scheduler=SchedulerInfo("failed", 1))
+    assert (v.status, v.reason) == ("failed", "payload_error")
+    assert v.details == {"payload_exit_code": 18, "payload_error": "no_gpu"}
+    assert sum("no_gpu" in e for e in v.evidence) == 1
+
+
+def test_payload_check_failed_carries_the_library_messages():
+    eff = effective_config("x", A2A_OFF, checks={"verdict": "fail", "messages": ["pipeline parallel needs VPP"],
+                                                  "not_run": []})
+    v = run(["[payload] error 1 check_failed: pipeline parallel needs VPP"], effective=eff)
+    assert (v.status, v.reason) == ("failed", "preflight_reject") and "pipeline parallel needs VPP" in v.evidence
+
+
+def test_payload_mismatch_is_an_invalid_variant():
+    v = run(["[payload] error 16 mismatch: moe_token_dispatcher_type requested 'flex', effective 'alltoall'"],
+            expect=Expectation(requested=DEEPEP))
+    assert (v.status, v.reason) == ("invalid_variant", "dispatcher_fallback")
+    v2 = run(["[payload] error 17 env_mismatch: CUDA_DEVICE_MAX_CONNECTIONS is 1, the variant exports 32"])
+    assert (v2.status, v2.reason) == ("invalid_variant", "label_mismatch")
+
+
+def test_payload_training_failed_defers_to_the_real_cause():
+    oom = run(crash(["[rank0]: torch.OutOfMemoryError: CUDA out of memory.",
+                     "[payload] error 20 training_failed: pretrain raised OutOfMemoryError"]))
+    assert oom.reason == "cuda_oom"
+    alone = run(crash(["[payload] error 20 training_failed: pretrain raised SystemExit"]))
+    assert (alone.status, alone.reason) == ("failed", "traceback")
