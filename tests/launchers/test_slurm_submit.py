@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from launchers.errors import SchedulerError
-from launchers.pack import pack_states
+from launchers.pack import cancel_packed_run, pack_states
 from launchers.render import render_slurm_batch
 from launchers.spec import JobCommand
 from launchers.submit import cancel, submit_packed, submit_slurm
@@ -114,6 +114,7 @@ def long_jobs(tmp_path_factory: pytest.TempPathFactory):
     runs = [JobCommand(name="ok1", argv=("bash", "-c", "echo first $SLURM_STEP_ID")),
             JobCommand(name="fails", argv=("bash", "-c", "echo second; exit 4")),
             JobCommand(name="hangs", argv=("bash", "-c", "echo third; sleep 600")),
+            JobCommand(name="stopme", argv=("sleep", "600")),
             JobCommand(name="ok2", argv=("echo", "fourth", "a b"))]
     t0 = time.time()
     packed = submit_packed(_profile(), runs, state_dir=tmp / "packed" / "nemo_run", repo=repo, label="s1",
@@ -131,20 +132,26 @@ def test_time_limit_ends_as_timeout(long_jobs) -> None:
 def test_packed_runs_go_in_order_each_with_its_log_and_budget(long_jobs) -> None:
     _, packed, submit_s, started = long_jobs
     job = packed.job
-    final = wait([job.job_id], timeout_s=max(10.0, started + 300 - time.time()), poll_s=1)[job.job_id]
+    deadline = started + 300
+    while pack_states(job.job_id, packed.runs)["stopme"].status != "running":  # the hung run's budget ran out
+        assert time.time() < deadline, pack_states(job.job_id, packed.runs)
+        time.sleep(1)
+    assert not cancel_packed_run(job.job_id, "ok1")  # finished: nothing to cancel
+    assert cancel_packed_run(job.job_id, "stopme")  # e.g. a suspected hang: only this run stops
+    final = wait([job.job_id], timeout_s=max(10.0, deadline - time.time()), poll_s=1)[job.job_id]
     assert final.status == "failed"  # the summary step fails because one run did
     runs = {r.name: r for r in packed.runs}
     got = pack_states(job.job_id, packed.runs)
     assert {n: (s.status, s.exit_code) for n, s in got.items() if n != "hangs"} == {
-        "ok1": ("succeeded", 0), "fails": ("failed", 4), "ok2": ("succeeded", 0)}
+        "ok1": ("succeeded", 0), "fails": ("failed", 4), "stopme": ("cancelled", 0), "ok2": ("succeeded", 0)}
     assert got["hangs"].status == "timeout"  # its own budget stopped it, and ok2 still ran afterwards
-    steps = [int(got[n].job_id.split(".")[1]) for n in ("ok1", "fails", "hangs", "ok2")]
+    steps = [int(got[n].job_id.split(".")[1]) for n in ("ok1", "fails", "hangs", "stopme", "ok2")]
     assert steps == sorted(steps), "runs did not go in order"
     texts = {n: "".join(p.read_text() for p in log_files(r.run_dir, job.job_id)) for n, r in runs.items()}
     assert texts["ok1"].startswith("first ") and texts["fails"] == "second\n" and texts["ok2"] == "fourth a b\n"
     assert "DUE TO TIME LIMIT" in texts["hangs"]
     assert [(r.run_dir / "exit_code").read_text().strip() for r in packed.runs][:2] == ["0", "4"]
-    assert "#SBATCH --time=00:07:00" in job.script  # 4 x (60 s + 15 s) + 120 s
+    assert "#SBATCH --time=00:08:15" in job.script  # 5 x (60 s + 15 s) + 120 s
     assert submit_s < 30
 
 
