@@ -93,8 +93,13 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("frame", ('file "',), re.compile(r'File "[^"]+", line \d+, in ')),
 )
 
-_TRIGGER_RE = re.compile("|".join(re.escape(t) for t in sorted({t for _, ts, _ in _KINDS for t in ts}, key=len, reverse=True)))
-_KIND_TRIGGERS = tuple((kind, frozenset(triggers), pattern) for kind, triggers, pattern in _KINDS)
+_TRIGGERS = sorted({t for _, ts, _ in _KINDS for t in ts}, key=len, reverse=True)
+# a lookahead finds triggers at every position (overlapping ones too); a found trigger also stands for every
+# trigger it contains ("assertionerror" -> "assertion", "error")
+_TRIGGER_RE = re.compile("(?=(" + "|".join(re.escape(t) for t in _TRIGGERS) + "))")
+_TRIGGER_KINDS: dict[str, tuple[int, ...]] = {
+    t: tuple(i for i, (_, ts, _) in enumerate(_KINDS) if any(u in t for u in ts)) for t in _TRIGGERS
+}
 
 EXCEPTION_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception))\b\s*:\s*(.*)")
 TEXT_LIMIT = 400  # characters kept per evidence line
@@ -121,10 +126,11 @@ def clean_line(raw: bytes) -> str:
 
 def marker_kind(text: str) -> str | None:
     """Return the marker kind of a cleaned line, or None when the line is not failure evidence."""
-    found = set(_TRIGGER_RE.findall(text.lower()))
+    found = _TRIGGER_RE.findall(text.lower())
     if not found:
         return None
-    for kind, triggers, pattern in _KIND_TRIGGERS:
-        if not found.isdisjoint(triggers) and pattern.search(text):
+    for i in sorted({i for t in found for i in _TRIGGER_KINDS[t]}):
+        kind, _, pattern = _KINDS[i]
+        if pattern.search(text):
             return kind
     return None
