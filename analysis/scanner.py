@@ -274,10 +274,12 @@ class Scanner:
 
     def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[int, float]]:
         steps = []
+        keep = not len(self.it)  # Step Time lines become the steps only in a log without iteration lines
         for m in _STEP_RE.finditer(buf, pos, end):
             tflops = float(m.group(2)) if m.group(2) is not None else _NAN
-            self.step_only.append(float(m.group(1)) * 1000.0)
-            self.step_only_tflops.append(tflops)
+            if keep:
+                self.step_only.append(float(m.group(1)) * 1000.0)
+                self.step_only_tflops.append(tflops)
             steps.append((m.start(), tflops))
         self.step_lines += len(steps)
         return steps
