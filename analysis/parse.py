@@ -21,7 +21,9 @@ tests/analysis/fixtures):
 Damage rules: an iteration line is dropped and counted in ``damaged_lines`` unless every character is one that a
 Megatron iteration line can hold (ASCII letters, digits, `` _/().,+-:|``), each ``|``-separated field is one
 ``key: number`` pair (optionally ``(avg number)``), the line ends with ``|`` and it has the elapsed-time field.
+A line cut right after a ``|`` is dropped when other lines of the log start with the same keys and go on.
 Truncated lines, another rank's output or binary bytes spliced into the line therefore never yield a number.
+When several lines give the same iteration number, the last one wins (a later restart file re-ran it).
 
 Speed: failure markers are searched in every byte before a file's first iteration line (set-up errors) and in the
 last ``tail_bytes`` of each file (a fatal error ends the stream); in between only the iteration, memory and
