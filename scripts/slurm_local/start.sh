@@ -122,6 +122,8 @@ KillWait=5
 # Every emulated node claims the whole machine (oversubscribed on purpose).
 SlurmdParameters=config_overrides
 AccountingStorageType=accounting_storage/slurmdbd
+# Like a real cluster, an account without an association (e.g. a typo) is refused at submit.
+AccountingStorageEnforce=associations
 AccountingStorageHost=localhost
 AccountingStoragePort=6819
 JobAcctGatherType=jobacct_gather/linux

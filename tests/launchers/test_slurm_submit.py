@@ -7,6 +7,7 @@ jobs can run at once: the two slow ones (a job past its time limit, a packed all
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from pathlib import Path
 
@@ -83,13 +84,35 @@ def test_cancelled_mid_run(tmp_path: Path, code_repo: Path) -> None:
     assert wait([sub.job_id], timeout_s=60, poll_s=0.5)[sub.job_id].status == "cancelled"
 
 
-def test_unknown_partition_shows_slurms_refusal_and_leaves_nothing(tmp_path: Path, code_repo: Path) -> None:
+@pytest.mark.parametrize("field,value,message", [("partition", "no_such_partition", "invalid partition"),
+                                                   ("account", "no_such_account", "Invalid account")])
+def test_unknown_partition_or_account_shows_slurms_refusal_and_leaves_nothing(
+        tmp_path: Path, code_repo: Path, field: str, value: str, message: str) -> None:
     before = set(query_all())
-    with pytest.raises(SchedulerError, match="invalid partition") as err:
+    with pytest.raises(SchedulerError, match=message) as err:
         _submit(tmp_path, code_repo, JobCommand(name="a", argv=("true",)), JobCommand(name="b", argv=("true",)),
-                prof=_profile(partition="no_such_partition"))
+                prof=_profile(**{field: value}))
     assert err.value.exit_code == 5
     assert set(query_all()) <= before
+
+
+def test_a_refused_job_cancels_its_already_queued_siblings(tmp_path: Path, code_repo: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import launchers.submit as submit_mod
+
+    real_batch = submit_mod.slurm_batch
+
+    def one_bad(*args, **kwargs):  # the second job of the batch asks for a partition that does not exist
+        batch = real_batch(*args, **kwargs)
+        batch.tasks[1].executor.partition = "no_such_partition"
+        return batch
+
+    monkeypatch.setattr(submit_mod, "slurm_batch", one_bad)
+    with pytest.raises(SchedulerError, match=r"(?s)invalid partition.*cancelled again: jobs (\d+)") as err:
+        _submit(tmp_path, code_repo, JobCommand(name="good", argv=("sleep", "30")),
+                JobCommand(name="bad", argv=("true",)))
+    job = re.search(r"cancelled again: jobs (\d+)", str(err.value)).group(1)
+    assert wait([job], timeout_s=60, poll_s=0.5)[job].status == "cancelled"
 
 
 def test_sbatch_missing_is_a_scheduler_error(tmp_path: Path, code_repo: Path,
