@@ -29,7 +29,7 @@ code  kind              when
 ====  ================  ==========================================================================================
 0     ok                training finished, or the validate verdict is ``pass``
 1     check_failed      a Megatron-Bridge / Megatron-Core check rejected the config (validate verdict ``fail``,
-                        or train mode before setup); the library's own message is logged and written
+                        or train mode before iteration 1); the library's own message is logged and written
 2     usage             bad command line
 10    bad_variant_file  variant.json missing, unreadable, not JSON, wrong ``schema_version``, or inconsistent
 11    unknown_recipe    ``model.recipe`` names no recipe function; close matches are listed

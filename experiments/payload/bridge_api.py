@@ -179,7 +179,7 @@ def _deepest_importable(module_name: str) -> tuple[str | None, list[str]]:
         except ImportError:
             continue
         subs = [m.name for m in pkgutil.iter_modules(getattr(mod, "__path__", []))]
-        return name, subs + [n for n in dir(mod) if not n.startswith("_")]
+        return name, list(dict.fromkeys(subs + [n for n in dir(mod) if not n.startswith("_")]))
     return None, []
 
 

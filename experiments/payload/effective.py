@@ -178,6 +178,7 @@ def write_atomic(path: str | Path, doc: dict[str, Any]) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; the launcher and the analysis read it as other users
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1, sort_keys=False)
             f.write("\n")

@@ -12,12 +12,16 @@ Order (each step can stop the run before any training iteration):
    it gathers the host names of all ranks, re-reads the finalised config and the token dispatcher classes
    actually built, compares again, and rank 0 rewrites ``effective_config.json`` (``written_at: train_start``).
    Any difference outside ``allow_adjust`` logs a loud MISMATCH line and stops the run with exit code 16.
+5. an AssertionError/ValueError raised by the library during setup (before that hook; e.g. Megatron-Core's
+   "DeepEP dispatcher requires TPxEP > 1 when instantiating TransformerLayer", seen on the H200) is a check
+   failure (exit 1, the message written into the document); any other exception from pretrain is exit 20.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import json
 import socket
 import traceback
 from pathlib import Path
@@ -29,7 +33,7 @@ from experiments.payload.bridge_config import Applied, apply_variant, build_conf
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import CheckFailed, EnvMismatch, Mismatch, NoGPU, PayloadError, TrainingFailed
 from experiments.payload.mcore_check import library_message
-from experiments.payload.outcome import Outcome, Verdict, assemble, loud, write_effective
+from experiments.payload.outcome import EFFECTIVE_FILE, Outcome, Verdict, assemble, loud, write_effective
 from experiments.payload.runtime_info import say
 from experiments.payload.spec import VariantSpec
 
@@ -119,8 +123,10 @@ class TrainStartHook:
 
     def __init__(self, spec: VariantSpec, applied: Applied, out_dir: Path, rank: int):
         self.spec, self.applied, self.out_dir, self.rank = spec, applied, out_dir, rank
+        self.fired = False
 
     def __call__(self, cfg: Any, model_chunks: Any) -> None:
+        self.fired = True
         hostnames = gather_hostnames()
         effective = read_effective(model_config_of(cfg), cfg.train)
         runtime = dispatcher_runtime(model_chunks)
@@ -163,6 +169,24 @@ def run_pretrain(api: BridgeAPI, cfg: Any, hook: TrainStartHook) -> None:
         module.train = original
 
 
+def setup_check_failed(exc: BaseException, out_dir: Path, rank: int) -> None:
+    """A library assertion during setup (model build, before iteration 1), e.g. Megatron-Core's "DeepEP dispatcher
+    requires TPxEP > 1": rewrite the document with the library's message and raise CheckFailed (exit 1).
+
+    Raises:
+        CheckFailed: always.
+    """
+    msg = library_message(exc)
+    prior = Path(out_dir) / EFFECTIVE_FILE
+    if rank == 0 and prior.exists():  # the pre-check's document: same config, now with the library's verdict
+        doc = json.loads(prior.read_text())
+        doc["checks"].update(verdict="fail", messages=[msg], not_run=[])
+        doc["written_at"] = "setup_failed"
+        write_effective(out_dir, doc)
+    say(f"[payload]   {msg}")
+    raise CheckFailed(msg) from exc
+
+
 def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) -> None:
     """Train mode for one variant (see the module docstring). Returns when training finished.
 
@@ -185,11 +209,15 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
         say(f"[payload] {note}")
     say(f"[payload] train {spec.name} on {name} (cc {cap}), rank {rank}; Megatron-Bridge {api.version}")
     precheck(spec, cfg, api, applied, out_dir, rank)
+    hook = TrainStartHook(spec, applied, out_dir, rank)
     try:
-        run_pretrain(api, cfg, TrainStartHook(spec, applied, out_dir, rank))
+        run_pretrain(api, cfg, hook)
     except PayloadError:
         raise
     except Exception as e:
         traceback.print_exc()
-        raise TrainingFailed(f"pretrain raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+        if not hook.fired and isinstance(e, AssertionError | ValueError):
+            setup_check_failed(e, out_dir, rank)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise TrainingFailed(f"pretrain raised {type(e).__name__}: {first}") from e
     say(f"[payload] train {spec.name}: pretrain returned after {spec.train_iters} iterations")

@@ -66,6 +66,7 @@ def validate_all(sources: list[str | Path], out_dir: str | Path) -> int:
     results: list[dict[str, Any]] = []
     code = errors.OK
     files: list[Path] = []
+    written: list[str] = []
     for src in sources:
         try:
             files += find_variant_files(src)
@@ -101,12 +102,18 @@ def validate_all(sources: list[str | Path], out_dir: str | Path) -> int:
             lines = loud(spec, v)
         except PayloadError as e:
             doc, verdict, rc, lines = error_document(spec, e), "error", e.code, []
-        write_atomic(out / spec.name / EFFECTIVE_FILE, doc)
+        folder = spec.name
+        if folder in written:  # two files name the same variant: keep both documents
+            folder = f"{spec.name}~{written.count(spec.name) + 1}"
+            say(f"[payload] warning: variant name {spec.name} repeats ({path}); writing {folder}/")
+        written.append(spec.name)
+        write_atomic(out / folder / EFFECTIVE_FILE, doc)
         msgs = doc["checks"]["messages"]
         say(f"[payload] validate {spec.name}: {verdict}" + (f" ({msgs[0]})" if verdict == "error" else ""))
         for line in lines:
             say(line)
-        results.append({"variant": spec.name, "path": str(path), "verdict": verdict, "code": rc, "messages": msgs})
+        results.append({"variant": spec.name, "folder": folder, "path": str(path), "verdict": verdict, "code": rc,
+                        "messages": msgs})
         if rc != errors.OK and code == errors.OK:
             code = errors.CHECK_FAILED
     write_atomic(out / SUMMARY_FILE, {"schema_version": 1, "results": results})

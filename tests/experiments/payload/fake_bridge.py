@@ -141,7 +141,7 @@ class FakeChunk:
 def pretrain(cfg: Any, forward_step: Any, callbacks: list[Any] | None = None) -> None:
     runtime_config_update(cfg)
     if STATE.get("raise_in_setup"):
-        raise RuntimeError(STATE["raise_in_setup"])
+        raise STATE["raise_in_setup"]
     built = STATE.get("force_dispatcher_class") or DISPATCHERS[cfg.model.moe_token_dispatcher_type]
     context = SimpleNamespace(state=SimpleNamespace(cfg=cfg), model=[FakeChunk(built)])
     for cb in callbacks or []:

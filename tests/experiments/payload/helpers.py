@@ -72,3 +72,24 @@ def write_variant(folder: Path, doc: dict[str, Any], name: str | None = None) ->
 
 def read_effective(out_dir: Path) -> dict[str, Any]:
     return json.loads((Path(out_dir) / "effective_config.json").read_text())
+
+
+TOP_KEYS = ("schema_version", "variant", "mode", "attempt", "requested", "effective", "adjustments", "env",
+            "versions", "hardware", "checks")
+
+
+def assert_complete(doc: dict[str, Any]) -> None:
+    """Every CONTRACTS §6 key is present (unknown values are null, never absent)."""
+    from experiments.payload.effective import EFFECTIVE_KEYS, HARDWARE_KEYS, VERSION_KEYS
+
+    for key in TOP_KEYS:
+        assert key in doc, key
+    assert doc["schema_version"] == 1
+    assert set(EFFECTIVE_KEYS) <= set(doc["effective"]) and len(EFFECTIVE_KEYS) == 27
+    assert set(VERSION_KEYS) == set(doc["versions"])
+    assert set(HARDWARE_KEYS) == set(doc["hardware"])
+    assert set(doc["checks"]) >= {"verdict", "messages", "not_run"}
+    assert doc["checks"]["verdict"] in ("pass", "fail")
+    for key in ("dispatcher", "overlap", "delay_wgrad"):
+        assert key in doc["requested"]
+    json.dumps(doc)

@@ -197,12 +197,24 @@ def test_environment_mismatch_exits_17(tmp_path, capsys, monkeypatch, on_gpu):
 
 
 def test_pretrain_crash_is_training_failed_and_keeps_the_document(tmp_path, capsys, on_gpu):
-    fb.STATE["raise_in_setup"] = "DeepEP is not installed"
+    fb.STATE["raise_in_setup"] = RuntimeError("DeepEP is not installed")
     code, out, log = run_cli(tmp_path, capsys, make_variant("alltoall", True))
     assert code == errors.TRAINING_FAILED == 20
     assert "[payload] error 20 training_failed: pretrain raised RuntimeError: DeepEP is not installed" in log
     doc = read_effective(out)
     assert doc["written_at"] == "before_setup" and doc["checks"]["verdict"] == "pass"
+
+
+def test_library_assertion_during_setup_is_a_check_failure(tmp_path, capsys, on_gpu):
+    """Seen on the H200: deepep at TP x EP = 1 passes the config checks and asserts at model build."""
+    fb.STATE["raise_in_setup"] = AssertionError("DeepEP dispatcher requires TPxEP > 1 when instantiating "
+                                                "TransformerLayer")
+    code, out, log = run_cli(tmp_path, capsys, make_variant("deepep", False, settings={"expert_model_parallel_size": 1}))
+    assert code == errors.CHECK_FAILED
+    assert "[payload] error 1 check_failed: DeepEP dispatcher requires TPxEP > 1" in log
+    doc = read_effective(out)
+    assert doc["written_at"] == "setup_failed" and doc["checks"]["verdict"] == "fail"
+    assert doc["checks"]["messages"] == ["DeepEP dispatcher requires TPxEP > 1 when instantiating TransformerLayer"]
 
 
 def test_wrapper_hook_when_bridge_has_no_callbacks(tmp_path):

@@ -13,32 +13,12 @@ import pytest
 
 from experiments.payload import errors
 from experiments.payload.cli import main
-from experiments.payload.effective import EFFECTIVE_KEYS, HARDWARE_KEYS, VERSION_KEYS
 from experiments.payload.validate_all import find_variant_files, validate_all
 
-from .helpers import make_variant, read_effective, write_variant
+from .helpers import assert_complete, make_variant, read_effective, write_variant
 
 pytestmark = pytest.mark.megatron
 ROOT = Path(__file__).resolve().parents[3]
-TOP_KEYS = ("schema_version", "variant", "mode", "attempt", "requested", "effective", "adjustments", "env",
-            "versions", "hardware", "checks")
-
-
-def assert_complete(doc):
-    """Every CONTRACTS §6 key is present (unknown values are null, never absent)."""
-    for key in TOP_KEYS:
-        assert key in doc, key
-    assert doc["schema_version"] == 1
-    assert set(EFFECTIVE_KEYS) <= set(doc["effective"]) and len(EFFECTIVE_KEYS) == 27
-    assert set(VERSION_KEYS) == set(doc["versions"])
-    assert set(HARDWARE_KEYS) == set(doc["hardware"])
-    assert set(doc["checks"]) >= {"verdict", "messages", "not_run"}
-    assert doc["checks"]["verdict"] in ("pass", "fail")
-    for key in ("dispatcher", "overlap", "delay_wgrad"):
-        assert key in doc["requested"]
-    json.dumps(doc)
-
-
 def validate_doc(tmp_path, capsys, doc):
     path = write_variant(tmp_path, doc)
     out = tmp_path / "out" / doc["variant"]
@@ -193,3 +173,13 @@ def test_validate_all_command_line(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[payload] validate a2a.ovl0.dw0: pass" in p.stdout and "1/1 passed" in p.stdout
     assert_complete(read_effective(tmp_path / "o" / "a2a.ovl0.dw0"))
+
+
+def test_validate_all_keeps_both_documents_when_names_repeat(tmp_path, capsys):
+    write_variant(tmp_path / "w", make_variant("alltoall"), name="x1")
+    write_variant(tmp_path / "w", make_variant("alltoall"), name="x2")
+    assert validate_all([tmp_path / "w"], tmp_path / "o") == 0
+    assert "warning: variant name a2a.ovl0.dw0 repeats" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["a2a.ovl0.dw0", "a2a.ovl0.dw0~2", "validate_all.json"]
+    folders = [r["folder"] for r in json.loads((tmp_path / "o" / "validate_all.json").read_text())["results"]]
+    assert folders == ["a2a.ovl0.dw0", "a2a.ovl0.dw0~2"]
