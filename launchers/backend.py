@@ -29,6 +29,7 @@ class JobState:
     job_id: str | None = None
     exit_code: int | None = None
     detail: str = ""
+    record: tuple[tuple[str, Any], ...] = ()  # extra attempt fields for the manifest (job_dir, packed step)
 
     @property
     def final(self) -> bool:
@@ -164,6 +165,7 @@ class SlurmBackend:
         self.title = m["name"]
         self.repo = repo
         self.allow_dirty = bool(m.get("allow_dirty"))
+        self.pack = bool(m["config"].get("pack"))
         self.hold_s = hold_s
         self._subs: dict[str, Any] = {}
         self._submitted_at: dict[str, float] = {}
@@ -175,14 +177,34 @@ class SlurmBackend:
             for a in v.get("attempts", []):
                 if a.get("job_id"):
                     ref = RunRef(v["name"], a["repeat"], a["attempt"])
-                    self._subs[ref.task] = _Known(a["job_id"], Path(a["job_dir"]) if a.get("job_dir") else None)
+                    self._subs[ref.task] = _Known(a["job_id"], Path(a["job_dir"]) if a.get("job_dir") else None,
+                                                  a.get("pack_step"))
                     self._submitted_at[ref.task] = time.time() - 3600
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobState]:
         from launchers.batch import batch_label
 
         specs = [run_spec(self.sweep_dir, r, mode, self.hold_s) for r in refs]
+        if self.pack:
+            return self._submit_packed(refs, specs, batch_label(stage))
         return self.submit_items([r.task for r in refs], specs, batch_label(stage))
+
+    def _submit_packed(self, refs: list[RunRef], specs: list[RunSpec], label: str) -> dict[str, JobState]:
+        """``pack=true``: the runs go one after another in ONE allocation, each as its own srun step with its own
+        log, output folder and time budget (launchers/pack.py); one queue wait for the stage."""
+        from launchers.submit import submit_packed
+
+        sub = submit_packed(self.cluster, specs, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
+                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty)
+        by_name = {r.name: r for r in sub.runs}
+        out = {}
+        for ref, spec in zip(refs, specs, strict=True):
+            pr = by_name[spec.name]
+            self._subs[ref.task] = _Known(sub.job.job_id, pr.run_dir, pr.name, sub.job.script)
+            self._submitted_at[ref.task] = time.time()
+            out[ref.task] = JobState("submitted", job_id=sub.job.job_id, detail=str(pr.run_dir),
+                                     record=(("pack_step", pr.name),))
+        return out
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobState:
         """Queue one RunSpec or JobCommand (e.g. the container preflight) as a Slurm job."""
@@ -203,25 +225,36 @@ class SlurmBackend:
         return out
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
+        from launchers.pack import PackedRun, pack_states
         from launchers.track import states
 
-        ids = {self._subs[r.task].job_id: self._submitted_at[r.task] for r in refs if r.task in self._subs}
-        st = states(ids) if ids else {}
+        plain = {self._subs[r.task].job_id: self._submitted_at[r.task] for r in refs
+                 if r.task in self._subs and not getattr(self._subs[r.task], "pack_step", None)}
+        st = states(plain) if plain else {}
+        packs: dict[str, list[PackedRun]] = {}
+        for r in refs:
+            sub = self._subs.get(r.task)
+            if sub is not None and getattr(sub, "pack_step", None):
+                packs.setdefault(sub.job_id, []).append(PackedRun(sub.pack_step, None, Path(sub.job_dir)))
+        packed = {(j, name): s for j, runs in packs.items() for name, s in pack_states(j, runs).items()}
         out = {}
         for r in refs:
             sub = self._subs.get(r.task)
             if sub is None:
                 out[r.task] = JobState("lost", detail="no job id recorded")
                 continue
-            s = st[sub.job_id]
+            s = packed[(sub.job_id, sub.pack_step)] if getattr(sub, "pack_step", None) else st[sub.job_id]
             out[r.task] = JobState(s.status, job_id=sub.job_id, exit_code=s.exit_code, detail=s.reason)
         return out
 
     def cancel(self, ref: RunRef) -> None:
+        from launchers.pack import cancel_packed_run
         from launchers.submit import cancel
 
         sub = self._subs.get(ref.task)
-        if sub is not None:
+        if sub is not None and getattr(sub, "pack_step", None):
+            cancel_packed_run(sub.job_id, sub.pack_step)
+        elif sub is not None:
             cancel([sub.job_id])
 
     def log_files(self, ref: RunRef) -> list[Path]:
@@ -243,5 +276,9 @@ class SlurmBackend:
 
 @dataclass(frozen=True)
 class _Known:
+    """A job known from this process' submission or from the manifest (status/collect/resume)."""
+
     job_id: str
     job_dir: Path | None
+    pack_step: str | None = None
+    script: str | None = None

@@ -238,7 +238,7 @@ def _track(sweep_dir: Path, backend: Backend, runs: list[tuple[str, int]], views
                 for r in batch:
                     st = launched[r.task]
                     set_attempt(sweep_dir, r, status="submitted", job_id=st.job_id, submitted=_now(),
-                                job_dir=st.detail or None)
+                                job_dir=st.detail or None, **dict(st.record))
                     _write_script(sweep_dir, r, backend.script(r))
                     views[r.task].state, views[r.task].job_id = "submitted", st.job_id
                     started[r.task] = time.monotonic()

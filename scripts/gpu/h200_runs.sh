@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 7 runs ON THE DEVICE, after the bring-up (scripts/gpu/README.md), from the repository root:
+#   bash scripts/gpu/h200_runs.sh train          # tiny_moe through the sweep (LocalExecutor + torchrun, 1 GPU):
+#                                                #   the isolation sweep at EP=1 (baseline trains, overlap pruned)
+#                                                #   and the overlap arm forced through with preflight=off
+#   bash scripts/gpu/h200_runs.sh overhead 1 2   # qwen3_moe_1b: sweep run k, then a direct torchrun of the same
+#                                                #   payload and variant.json (interleaved, for k in the arguments)
+#   bash scripts/gpu/h200_runs.sh pack           # results_gpu/ -> $OUT/results_gpu.tgz
+# Every step goes on when an earlier one fails (each records its exit code in results_gpu/timing.tsv).
+set -u
+cd "$(dirname "$0")/../.."
+# shellcheck disable=SC1091
+source scripts/gpu/device_env.sh || exit 1
+R=${R:-results_gpu}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$R" "$OUT"
+PY=python3
+COMMON=(cluster=local container=mbridge_0_6_h200 poll_s=1)
+now() { date +%s.%N; }
+record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" >> "$R/timing.tsv"; }  # what k start end rc
+
+run_sweep() { # name, overrides...
+  local name=$1; shift
+  local t0 t1 rc
+  t0=$(now)
+  $PY -m experiments.sweep "${COMMON[@]}" "$@" output_dir="$R/$name" > "$R/$name.console.log" 2>&1
+  rc=$?; t1=$(now)
+  record sweep "$name" "$t0" "$t1" "$rc"
+  echo "sweep $name rc=$rc ($(python3 -c "print(f'{$t1-$t0:.1f}')") s)"; tail -5 "$R/$name.console.log"
+}
+
+for phase in "$@"; do
+  case $phase in
+  train)
+    run_sweep tiny_isolation model=tiny_moe model.expert_model_parallel_size=1
+    run_sweep tiny_forced model=tiny_moe model.expert_model_parallel_size=1 preflight=off sweep=full \
+      dispatcher=alltoall overlap=on delay_wgrad=off
+    ;;
+  overhead)
+    shift_done=1
+    ;;
+  pack)
+    tar -czf "$OUT/results_gpu.tgz" "$R" && ls -la "$OUT/results_gpu.tgz"
+    ;;
+  [0-9]*)
+    k=$phase
+    run_sweep "mid_sweep_$k" model=qwen3_moe_1b sweep=full dispatcher=alltoall overlap=off delay_wgrad=off
+    vj=$(ls "$R"/mid_sweep_*/variants/a2a.ovl0.dw0/variant.json 2>/dev/null | head -1)
+    if [ -n "$vj" ]; then
+      d="$R/mid_direct_$k"; mkdir -p "$d"
+      t0=$(now)
+      # the same environment the sweep's LocalExecutor gives the job (conf/cluster/local.yaml env_vars)
+      CUDA_DEVICE_MAX_CONNECTIONS=32 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+        torchrun --nproc-per-node=1 -m experiments.train "$vj" "$d/out" --attempt 1 --mode train \
+        > "$d/direct_$k.log" 2>&1
+      rc=$?; t1=$(now)
+      record direct "mid_direct_$k" "$t0" "$t1" "$rc"
+      echo "direct $k rc=$rc"; tail -3 "$d/direct_$k.log"
+    fi
+    ;;
+  *) echo "unknown phase $phase (train, overhead K..., pack)"; exit 2 ;;
+  esac
+done
+: "${shift_done:=0}"
