@@ -8,12 +8,11 @@ settings, and writes one JSON document. Unknown values are ``null``, never absen
 from __future__ import annotations
 
 import enum
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from experiments.manifest import write_json_atomic
 from experiments.payload.spec import VariantSpec
 
 # CONTRACTS §6 "effective" keys, in contract order.
@@ -173,17 +172,9 @@ def build_document(spec: VariantSpec, *, effective: dict[str, Any], adjustments:
 
 
 def write_atomic(path: str | Path, doc: dict[str, Any]) -> Path:
-    """Write ``doc`` as JSON to ``path`` atomically (temp file in the same folder + ``os.replace``)."""
+    """Write ``doc`` as JSON to ``path`` atomically (the planner's temp file + ``os.replace`` + fsync writer),
+    readable by the launcher and the analysis (mode 0644; the temp file starts as 0600)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; the launcher and the analysis read it as other users
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(p, doc)
+    os.chmod(p, 0o644)
     return p

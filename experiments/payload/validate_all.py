@@ -57,6 +57,12 @@ def find_variant_files(source: str | Path) -> list[Path]:
     return files
 
 
+def _bad_file(results: list[dict[str, Any]], path: str | Path, e: BadVariantFile) -> int:
+    say(e.line())
+    results.append({"variant": None, "path": str(path), "verdict": "error", "code": e.code, "messages": [str(e)]})
+    return errors.BAD_VARIANT_FILE
+
+
 def validate_all(sources: list[str | Path], out_dir: str | Path) -> int:
     """Validate every variant of ``sources`` into ``out_dir``; returns the exit code (module docstring)."""
     from experiments.payload.bridge_api import load_bridge
@@ -71,10 +77,7 @@ def validate_all(sources: list[str | Path], out_dir: str | Path) -> int:
         try:
             files += find_variant_files(src)
         except BadVariantFile as e:
-            say(e.line())
-            results.append({"variant": None, "path": str(src), "verdict": "error", "code": e.code,
-                            "messages": [str(e)]})
-            code = errors.BAD_VARIANT_FILE
+            code = _bad_file(results, src, e)
     try:
         load_core()
     except CoreMissing as e:
@@ -91,10 +94,7 @@ def validate_all(sources: list[str | Path], out_dir: str | Path) -> int:
         try:
             spec = load_variant(path).with_overrides(mode="validate")
         except BadVariantFile as e:
-            say(e.line())
-            results.append({"variant": None, "path": str(path), "verdict": "error", "code": e.code,
-                            "messages": [str(e)]})
-            code = errors.BAD_VARIANT_FILE
+            code = _bad_file(results, path, e)
             continue
         try:
             v = validate(spec, api, why_no_bridge=why)

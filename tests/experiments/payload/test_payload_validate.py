@@ -128,6 +128,7 @@ def test_subprocess_entry_point(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[payload] validate deepep.ovl1.dw0: pass" in p.stdout
     assert sorted(x.name for x in (tmp_path / "out").iterdir()) == ["effective_config.json"]
+    assert (tmp_path / "out" / "effective_config.json").stat().st_mode & 0o777 == 0o644
     assert_complete(read_effective(tmp_path / "out"))
 
 
