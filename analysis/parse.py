@@ -157,12 +157,13 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         source = "step_time_line" if np.isfinite(cols["tflops"]).any() else None
     else:
-        # one record per iteration number; the later line (a later restart) wins
-        _, rev_idx = np.unique(it[::-1], return_index=True)
-        order = np.sort(it.size - 1 - rev_idx)
-        order = order[np.argsort(it[order], kind="stable")]
-        it = it[order]
-        cols = {k: v[order] for k, v in cols.items()}
+        if it.size > 1 and not (np.diff(it) > 0).all():
+            # one record per iteration number; the later line (a later restart) wins
+            _, rev_idx = np.unique(it[::-1], return_index=True)
+            order = np.sort(it.size - 1 - rev_idx)
+            order = order[np.argsort(it[order], kind="stable")]
+            it = it[order]
+            cols = {k: v[order] for k, v in cols.items()}
         from_steps = len(scanner.step_tflops_rows) > 0
         from_lines = scanner.tflops_from_lines
         source = "mixed" if from_steps and from_lines else "iteration_line" if from_lines else (

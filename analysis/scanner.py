@@ -421,26 +421,33 @@ class Scanner:
             "iteration": np.frombuffer(self.it, dtype=np.int64) if n else np.zeros(0, np.int64),
             "train_iters": np.frombuffer(self.total, dtype=np.int64) if n else np.zeros(0, np.int64),
         }
-        for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
-            cols[name] = np.full(n, np.nan)
-        covered = np.zeros(n, dtype=bool)  # rows of dropped (truncated) layouts are not covered
-        self.tflops_from_lines = False
-        for layout in self.layouts.values():
-            if not len(layout.rows):
-                continue
-            rows = np.frombuffer(layout.rows, dtype=np.int64)
-            values = np.frombuffer(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
-            covered[rows] = True
-            self.tflops_from_lines |= layout.has_tflops
-            for j, name in enumerate(layout.names):
-                cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
-            del rows, values
-            layout.rows, layout.values = array("q"), array("d")  # release the raw columns as we go
+        used = [layout for layout in self.layouts.values() if len(layout.rows)]
+        self.tflops_from_lines = any(layout.has_tflops for layout in used)
+        if len(used) == 1 and len(used[0].rows) == n:
+            # one layout holds every row in line order (the usual log): columns are views, no copy
+            layout = used[0]
+            values = np.frombuffer(layout.values, dtype=np.float64).reshape(n, len(layout.names))
+            cols |= {name: values[:, j] for j, name in enumerate(layout.names)}
+            for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
+                cols.setdefault(name, np.full(n, np.nan))
+            covered = None
+        else:
+            for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
+                cols[name] = np.full(n, np.nan)
+            covered = np.zeros(n, dtype=bool)  # rows of dropped (truncated) layouts are not covered
+            for layout in used:
+                rows = np.frombuffer(layout.rows, dtype=np.int64)
+                values = np.frombuffer(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
+                covered[rows] = True
+                for j, name in enumerate(layout.names):
+                    cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
+                del rows, values
+                layout.rows, layout.values = array("q"), array("d")  # release the raw columns as we go
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):
             cols["tflops"][np.array(self.step_tflops_rows, dtype=np.int64)] = np.array(self.step_tflops_vals)
-        return {k: v[covered] for k, v in cols.items()}
+        return cols if covered is None or covered.all() else {k: v[covered] for k, v in cols.items()}
 
 
 def _timestamp(buf: bytes, at: int, pos: int) -> str | None:
