@@ -29,6 +29,15 @@ from experiments.payload.errors import CoreMissing
 # Settings that are not TransformerConfig fields, and where Megatron-Bridge keeps them instead
 # (GPTModelProvider.vocab_size/seq_length, TrainingConfig batch sizes, DistributedDataParallelConfig).
 NON_TRANSFORMER_FIELDS = ("vocab_size", "seq_length", "global_batch_size", "micro_batch_size", "overlap_grad_reduce")
+# GPTModelProvider-only fields (Megatron-Bridge 0.6 models/gpt_provider.py): valid model settings that only
+# Megatron-Bridge can check, so the CPU fallback skips them instead of calling them unknown.
+PROVIDER_FIELDS = (
+    "fp16_lm_cross_entropy", "parallel_output", "share_embeddings_and_output_weights", "make_vocab_size_divisible_by",
+    "position_embedding_type", "rotary_base", "rotary_percent", "rope_scaling", "rope_scaling_factor",
+    "rotary_scaling_factor", "seq_len_interpolation_factor", "scatter_embedding_sequence_parallel",
+    "use_transformer_engine_full_layer_spec", "use_transformer_engine_op_fuser", "dense_grouped_gemm",
+    "should_pad_vocab", "mtp_enabled", "restore_modelopt_state", "use_arbitrary_attention_mask",
+)
 
 # Checks that need a process group; listed in ``not_run`` (Megatron-Core parallel_state.initialize_model_parallel).
 PROCESS_GROUP_CHECKS = (
@@ -108,7 +117,7 @@ def transformer_config_kwargs(settings: dict[str, Any]) -> tuple[dict[str, Any],
     """Map variant settings to ``TransformerConfig`` keyword arguments.
 
     Returns ``(kwargs, unknown)``: ``unknown`` lists settings that are neither TransformerConfig fields of the
-    installed Megatron-Core nor in :data:`NON_TRANSFORMER_FIELDS`. On a core that has ``cuda_graph_modules``
+    installed Megatron-Core nor in :data:`NON_TRANSFORMER_FIELDS` / :data:`PROVIDER_FIELDS`. On a core that has ``cuda_graph_modules``
     (0.19 renamed ``cuda_graph_scope``), the scope goes there as a list, the way Megatron-Bridge's
     ``utils.cuda_graph.set_cuda_graph_modules`` sets it (a string is comma-separated names; ``"full"`` is empty).
     """
@@ -116,7 +125,7 @@ def transformer_config_kwargs(settings: dict[str, Any]) -> tuple[dict[str, Any],
     kwargs: dict[str, Any] = {}
     unknown: list[str] = []
     for key, value in settings.items():
-        if key in NON_TRANSFORMER_FIELDS:
+        if key in NON_TRANSFORMER_FIELDS or key in PROVIDER_FIELDS:
             continue
         if key == "cuda_graph_scope" and "cuda_graph_modules" in fields:
             key, value = "cuda_graph_modules", scope_list(value)
@@ -198,6 +207,9 @@ def check_transformer_config(settings: dict[str, Any], *, world_size: int | None
     kwargs, unknown = transformer_config_kwargs(settings)
     versions = versions or {}
     not_run = list(PROCESS_GROUP_CHECKS)
+    provider_only = sorted(k for k in settings if k in PROVIDER_FIELDS)
+    if provider_only:
+        not_run.append(f"megatron.bridge GPTModelProvider fields, not TransformerConfig: {', '.join(provider_only)}")
     if unknown:
         msgs = [f"TransformerConfig of megatron-core {core['version']} has no field {k!r}" for k in unknown]
         return CheckResult("fail", messages=tuple(msgs), not_run=tuple(not_run), unknown_fields=tuple(unknown),

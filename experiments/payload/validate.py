@@ -96,7 +96,12 @@ def bridge_outcome(spec: VariantSpec, api: BridgeAPI) -> Outcome | None:
         UnknownRecipe, HFUnreachable, UnknownField: see build_config / apply_variant.
     """
     cfg, notes = build_config(spec, api)
-    applied = apply_variant(cfg, spec, api)
+    try:
+        applied = apply_variant(cfg, spec, api)  # apply_flex_dispatcher_backend reads GPU 0's properties
+    except (RuntimeError, AssertionError) as e:
+        if _gpu_missing(e):
+            return None
+        raise
     failures: list[str] = []
     with _world_size_env(spec.world_size):
         try:

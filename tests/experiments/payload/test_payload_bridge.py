@@ -322,3 +322,19 @@ def test_validate_sets_and_restores_the_target_world_size(tmp_path, monkeypatch)
 
 def test_mismatch_error_carries_its_code():
     assert Mismatch("x").code == 16 and Mismatch("x").line() == "[payload] error 16 mismatch: x"
+
+
+def test_bridge_without_gpu_falls_back_to_core_checks_for_flex(tmp_path, monkeypatch):
+    """A CPU node with Megatron-Bridge: its flex GPU check cannot run, so validate says so and runs Core's."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+    def no_gpu_flex(model, backend=None):
+        raise RuntimeError("Found no NVIDIA driver on your system.")
+
+    spec = spec_of(tmp_path, make_variant("deepep", True))
+    v = validate.validate(spec, fb.fake_api(apply_flex_dispatcher_backend=no_gpu_flex))
+    assert v.verdict == "pass"
+    assert any("validate_flex_dispatcher_backend" in n and "needs a GPU" in n for n in v.doc["checks"]["not_run"])
+    assert v.doc["effective"]["moe_flex_dispatcher_backend"] == "deepep"

@@ -18,6 +18,7 @@ from experiments.payload.spec import load_variant
 
 from .helpers import make_variant, read_effective, write_variant
 
+pytestmark = pytest.mark.megatron
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -138,6 +138,13 @@ def test_unknown_setting_is_reported_not_ignored():
     assert "has no field 'moe_overlap_typo'" in r.messages[0]
 
 
+def test_provider_only_fields_are_not_unknown_but_not_checked_here():
+    r = check_transformer_config(settings(rotary_base=1000000, position_embedding_type="rope"))
+    assert r.ok and r.unknown_fields == ()
+    assert any("GPTModelProvider fields, not TransformerConfig: position_embedding_type, rotary_base" in n
+               for n in r.not_run)
+
+
 def test_cuda_graph_scope_string_does_not_crash():
     """C04: a scope given as a single string instead of a list."""
     assert scope_list("moe_router") == ["moe_router"]
