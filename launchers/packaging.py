@@ -4,7 +4,7 @@ A job runs in ``<job folder>/code``, a ``git archive`` of the repository, so wha
 A tree with uncommitted changes to tracked files is refused unless ``allow_dirty`` is true (CONTRACTS §1); then
 the archive is made from ``git stash create`` (a commit object of the working tree that touches neither the
 tree, the index nor the stash list), so the job runs exactly the files the user sees. Untracked files are never
-shipped. The local executor needs no packager: it runs in the checkout, which need not be a git repository.
+shipped. The archive is made once per commit (:mod:`launchers.archive`). The local executor needs no packager: it runs in the checkout, which need not be a git repository.
 """
 
 from __future__ import annotations
@@ -68,33 +68,37 @@ def check_clean(state: GitState, allow_dirty: bool) -> None:
         )
 
 
+def ship_ref(state: GitState) -> str:
+    """The commit jobs get: HEAD's sha, or for a dirty tree a ``git stash create`` commit of the working tree."""
+    if not state.dirty:
+        return state.sha
+    return _git(state.root, "stash", "create") or state.sha
+
+
 def code_packager(
-    run: Any,
-    repo: str | Path,
+    state: GitState,
     *,
+    ref: str | None = None,
     allow_dirty: bool = False,
     extra_files: Sequence[tuple[str | Path, str | Path]] = (),
-) -> tuple[Any, GitState]:
-    """A ``run.GitArchivePackager`` for ``repo`` and the :class:`GitState` it ships.
+) -> Any:
+    """A GitArchivePackager (:class:`launchers.archive.SharedGitArchivePackager`) shipping ``state.root``.
 
-    ``run`` is the imported ``nemo_run`` module. ``extra_files`` are ``(file, base folder)`` pairs added to the
-    archive at their path relative to the base (e.g. ``variants/<v>/variant.json``); NeMo-Run adds them with
-    ``find <relative path> -type f | tar -T -`` from the base folder.
+    ``ref``: the commit to ship (default :func:`ship_ref`; pass it once per batch so every job ships the same
+    commit). ``extra_files`` are ``(file, base folder)`` pairs added to the archive at their path relative to the
+    base (e.g. ``variants/<v>/variant.json``). Imports NeMo-Run.
 
     Raises:
-        LaunchConfigError: not a git checkout, or a dirty tree without ``allow_dirty``.
+        LaunchConfigError: a dirty tree without ``allow_dirty``.
     """
-    state = git_state(repo)
+    from launchers.archive import SharedGitArchivePackager
+
     check_clean(state, allow_dirty)
-    ref = _git(state.root, "stash", "create") if state.dirty else "HEAD"
-    patterns = [str(Path(f).absolute()) for f, _ in extra_files]
-    bases = [str(Path(b).absolute()) for _, b in extra_files]
-    packager = run.GitArchivePackager(
+    return SharedGitArchivePackager(
         basepath=str(state.root),
-        ref=ref or "HEAD",
-        include_submodules=False,  # True walks the whole tree (a .venv inside makes that seconds) for .tmp files
+        ref=ref or ship_ref(state),
+        include_submodules=False,
         check_uncommitted_changes=not allow_dirty,
-        include_pattern=patterns or "",
-        include_pattern_relative_path=bases or "",
+        include_pattern=[str(Path(f).absolute()) for f, _ in extra_files] or "",
+        include_pattern_relative_path=[str(Path(b).absolute()) for _, b in extra_files] or "",
     )
-    return packager, state

@@ -23,7 +23,7 @@ from launchers.envvars import JobEnv, job_env, mask_text, quoted_env
 from launchers.errors import LaunchConfigError, LaunchError, SchedulerError
 from launchers.home import nemo_run, nemorun_home, no_stdin
 from launchers.pack import PackedRun, pack_batch
-from launchers.packaging import check_clean, code_packager, git_state
+from launchers.packaging import check_clean, code_packager, git_state, ship_ref
 from launchers.render import DEFAULT_TITLE
 from launchers.shell import Shell, local_shell, shell_for
 
@@ -235,8 +235,10 @@ def _queue(
     with nemorun_home(state_dir) as home:
         run = nemo_run()
 
+        ref = ship_ref(state)
+
         def packager_for(files: Any) -> Any:
-            return code_packager(run, state.root, allow_dirty=allow_dirty, extra_files=files)[0]
+            return code_packager(state, ref=ref, allow_dirty=allow_dirty, extra_files=files)
 
         batch = build(run, home, packager_for, env, label)
         for task in batch.tasks:

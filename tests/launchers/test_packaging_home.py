@@ -29,8 +29,9 @@ def _archive_members(packager, repo: Path, tmp_path: Path) -> dict[str, str]:
 
 def test_clean_tree_ships_head_and_the_variant_file(code_repo: Path, sweep: Path, tmp_path: Path) -> None:
     vj = sweep / "variants" / "a2a.ovl1.dw0" / "variant.json"
-    packager, state = code_packager(nemo_run(), code_repo, extra_files=[(vj, sweep)])
-    assert not state.dirty and packager.check_uncommitted_changes and packager.ref == "HEAD"
+    state = git_state(code_repo)
+    packager = code_packager(state, extra_files=[(vj, sweep)])
+    assert not state.dirty and packager.check_uncommitted_changes and packager.ref == state.sha
     files = _archive_members(packager, code_repo, tmp_path)
     assert files["tool.py"] == "print('committed')\n"
     assert "a2a.ovl1.dw0" in files["variants/a2a.ovl1.dw0/variant.json"]
@@ -39,15 +40,23 @@ def test_clean_tree_ships_head_and_the_variant_file(code_repo: Path, sweep: Path
 def test_dirty_tree_is_refused_with_the_file_and_the_fix(code_repo: Path) -> None:
     (code_repo / "tool.py").write_text("print('changed')\n")
     with pytest.raises(LaunchConfigError, match=r"uncommitted changes \(tool.py\).*allow_dirty=true"):
-        code_packager(nemo_run(), code_repo)
+        code_packager(git_state(code_repo))
 
 
 def test_allow_dirty_ships_the_working_tree(code_repo: Path, tmp_path: Path) -> None:
     (code_repo / "tool.py").write_text("print('changed')\n")
-    packager, state = code_packager(nemo_run(), code_repo, allow_dirty=True)
-    assert state.dirty and state.changed == ("tool.py",) and packager.ref != "HEAD"
+    state = git_state(code_repo)
+    packager = code_packager(state, allow_dirty=True)
+    assert state.dirty and state.changed == ("tool.py",) and packager.ref != state.sha
     assert _archive_members(packager, code_repo, tmp_path)["tool.py"] == "print('changed')\n"
     assert git_state(code_repo).dirty  # nothing was stashed away: the tree is untouched
+
+
+def test_a_tree_dirtied_after_the_check_is_refused_at_packaging(code_repo: Path, tmp_path: Path) -> None:
+    packager = code_packager(git_state(code_repo))
+    (code_repo / "tool.py").write_text("print('changed later')\n")
+    with pytest.raises(LaunchConfigError, match="uncommitted changes"):
+        _archive_members(packager, code_repo, tmp_path)
 
 
 def test_not_a_git_checkout_is_a_clear_error(tmp_path: Path) -> None:
