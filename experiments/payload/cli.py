@@ -13,7 +13,7 @@ from typing import Any
 from experiments.payload import errors, runtime_info
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import PayloadError
-from experiments.payload.outcome import Outcome, assemble, loud, write_effective
+from experiments.payload.outcome import Outcome, amend_with_error, assemble, loud, write_effective
 from experiments.payload.runtime_info import say
 from experiments.payload.spec import MODES, VariantSpec, load_variant
 
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         say(e.line())
         code = e.code
         if spec is not None and runtime_info.rank() == 0 and e.code not in _WROTE_OWN_DOCUMENT:
-            write_effective(out_dir, error_document(spec, e))
+            if not amend_with_error(out_dir, f"payload: {e.kind} ({e.code}): {e}"):
+                write_effective(out_dir, error_document(spec, e))
     except KeyboardInterrupt:
         say("[payload] interrupted")
         return errors.INTERRUPTED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,28 @@ def assemble(spec: VariantSpec, out: Outcome, *, hostnames: list[str] | None, ta
     return Verdict(doc, mismatches, env_problems if not target else [], verdict)
 
 
+WRITTEN: set[Path] = set()  # documents this process wrote (an error later amends them instead of replacing)
+
+
 def write_effective(out_dir: str | Path, doc: dict[str, Any]) -> Path:
     """Write ``OUT_DIR/effective_config.json`` atomically."""
-    return write_atomic(Path(out_dir) / EFFECTIVE_FILE, doc)
+    path = write_atomic(Path(out_dir) / EFFECTIVE_FILE, doc)
+    WRITTEN.add(path.resolve())
+    return path
+
+
+def amend_with_error(out_dir: str | Path, line: str) -> bool:
+    """Add a later error to the document this process already wrote (keeping its effective values): the verdict
+    becomes ``fail``. Returns False when this process wrote no document there."""
+    path = (Path(out_dir) / EFFECTIVE_FILE).resolve()
+    if path not in WRITTEN:
+        return False
+    doc = json.loads(path.read_text())
+    doc["checks"]["verdict"] = "fail"
+    doc["checks"]["messages"] = [*doc["checks"]["messages"], line]
+    doc["written_at"] = f"{doc.get('written_at')}+error"
+    write_effective(out_dir, doc)
+    return True
 
 
 def loud(spec: VariantSpec, v: Verdict) -> list[str]:

@@ -28,10 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from experiments.payload import runtime_info
-from experiments.payload.bridge_api import BridgeAPI, load_bridge, stub_compile_helpers
+from experiments.payload.bridge_api import BridgeAPI, is_hf_unreachable, load_bridge, stub_compile_helpers
 from experiments.payload.bridge_config import Applied, apply_variant, build_config, model_config_of
 from experiments.payload.effective import read_effective
-from experiments.payload.errors import CheckFailed, EnvMismatch, Mismatch, NoGPU, PayloadError, TrainingFailed
+from experiments.payload.errors import (
+    CheckFailed,
+    EnvMismatch,
+    HFUnreachable,
+    Mismatch,
+    NoGPU,
+    PayloadError,
+    TrainingFailed,
+)
 from experiments.payload.mcore_check import library_message
 from experiments.payload.outcome import EFFECTIVE_FILE, Outcome, Verdict, assemble, loud, write_effective
 from experiments.payload.runtime_info import say
@@ -218,6 +226,9 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
         traceback.print_exc()
         if not hook.fired and isinstance(e, AssertionError | ValueError):
             setup_check_failed(e, out_dir, rank)
+        if is_hf_unreachable(e):  # e.g. the recipe's HuggingFaceTokenizer, loaded during setup
+            raise HFUnreachable(f"setup could not reach the Hugging Face Hub ({str(e).strip().splitlines()[0]}); "
+                                "set model.hf_path=<local folder> (config and tokenizer)") from e
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise TrainingFailed(f"pretrain raised {type(e).__name__}: {first}") from e
     say(f"[payload] train {spec.name}: pretrain returned after {spec.train_iters} iterations")

@@ -205,6 +205,20 @@ def test_pretrain_crash_is_training_failed_and_keeps_the_document(tmp_path, caps
     assert doc["written_at"] == "before_setup" and doc["checks"]["verdict"] == "pass"
 
 
+def test_hub_unreachable_during_setup_exits_15(tmp_path, capsys, on_gpu):
+    try:
+        fb.offline_pretrain_config()
+    except OSError as e:
+        fb.STATE["raise_in_setup"] = e
+    code, out, log = run_cli(tmp_path, capsys, make_variant("alltoall"))
+    assert code == errors.HF_UNREACHABLE
+    assert "[payload] error 15 hf_unreachable: setup could not reach the Hugging Face Hub" in log
+    doc = read_effective(out)  # the pre-check's document, amended: effective values kept
+    assert doc["written_at"] == "before_setup+error" and doc["checks"]["verdict"] == "fail"
+    assert doc["checks"]["messages"][-1].startswith("payload: hf_unreachable (15): setup could not reach")
+    assert doc["effective"]["moe_token_dispatcher_type"] == "alltoall" and doc["notes"]
+
+
 def test_library_assertion_during_setup_is_a_check_failure(tmp_path, capsys, on_gpu):
     """Seen on the H200: deepep at TP x EP = 1 passes the config checks and asserts at model build."""
     fb.STATE["raise_in_setup"] = AssertionError("DeepEP dispatcher requires TPxEP > 1 when instantiating "
