@@ -45,16 +45,20 @@ def _git(cwd: Path, *args: str) -> str:
                           env=env).stdout.strip()
 
 
-@pytest.fixture
-def code_repo(tmp_path: Path) -> Path:
-    """A clean git checkout with one committed file, ``tool.py`` (the code a job gets)."""
-    root = tmp_path / "code"
-    root.mkdir()
+def make_repo(root: Path) -> Path:
+    """A clean git checkout at ``root`` with one committed file, ``tool.py`` (the code a job gets)."""
+    root.mkdir(parents=True)
     _git(root, "init", "-q")
     (root / "tool.py").write_text("print('committed')\n")
     _git(root, "add", "tool.py")
     _git(root, "commit", "-qm", "init")
     return root
+
+
+@pytest.fixture
+def code_repo(tmp_path: Path) -> Path:
+    """A clean git checkout with one committed file, ``tool.py``."""
+    return make_repo(tmp_path / "code")
 
 
 def slurm_up() -> bool:

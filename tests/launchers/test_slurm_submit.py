@@ -19,7 +19,7 @@ from launchers.render import render_slurm_batch
 from launchers.spec import JobCommand
 from launchers.submit import cancel, submit_packed, submit_slurm
 from launchers.track import log_files, query, wait
-from tests.launchers.conftest import _git, profile
+from tests.launchers.conftest import make_repo, profile
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 PLANTED = "planted-slurm-secret-7f3a"
@@ -126,12 +126,7 @@ def test_sbatch_missing_is_a_scheduler_error(tmp_path: Path, code_repo: Path,
 def long_jobs(tmp_path_factory: pytest.TempPathFactory):
     """Queue the time-limit job and a packed allocation (one run hangs past its 1-minute budget) together."""
     tmp = tmp_path_factory.mktemp("long")
-    repo = tmp / "code"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "f").write_text("x")
-    _git(repo, "add", "f")
-    _git(repo, "commit", "-qm", "c")
+    repo = make_repo(tmp / "code")
     [limited] = _submit(tmp, repo, JobCommand(name="sleeper", argv=("sleep", "600")), time_limit_s=60)
     runs = [JobCommand(name="ok1", argv=("bash", "-c", "echo first $SLURM_STEP_ID")),
             JobCommand(name="fails", argv=("bash", "-c", "echo second; exit 4")),
