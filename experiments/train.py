@@ -36,12 +36,12 @@ code  kind              when
 12    bridge_missing    ``megatron.bridge`` not importable in train mode (or lacks an object): use the container image
 13    core_missing      ``megatron.core`` not importable: use the container image or the ``[megatron]`` extra
 14    unknown_field     a setting does not exist on this Megatron-Bridge / Megatron-Core version (version named)
-15    hf_unreachable    the recipe's Hugging Face config is unreachable offline: set ``model.hf_path``
+15    hf_unreachable    the Hugging Face config/tokenizer is unreachable offline: set ``model.hf_path``
 16    mismatch          requested != effective outside ``allow_adjust`` (flex fallback, override, recipe default)
 17    env_mismatch      a variable ``variant.env`` exports is missing or has another value in the job
 18    no_gpu            train mode found no GPU (it never falls back to validate by itself, CONTRACTS §1)
 19    internal          a payload bug (traceback in the log)
-20    training_failed   ``pretrain`` raised after the config was accepted (OOM, NCCL, DeepEP missing, ...)
+20    training_failed   ``pretrain`` raised something else after the config was accepted (OOM, NCCL, ...)
 130   interrupted       SIGINT
 ====  ================  ==========================================================================================
 """

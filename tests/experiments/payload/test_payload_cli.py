@@ -148,3 +148,17 @@ def test_subprocess_validate_with_hold_can_be_terminated(tmp_path):
     assert rc == -15, "".join(lines)
     assert any("[payload] validate a2a.ovl0.dw0: pass" in ln for ln in lines)
     assert read_effective(tmp_path / "out")["checks"]["verdict"] == "pass"
+
+
+def test_exit_code_table_in_the_docstring_matches_the_codes():
+    import re
+
+    import experiments.train as entry
+
+    rows = dict(re.findall(r"^(\d+) +([a-z_]+) ", entry.__doc__, flags=re.M))
+    assert {int(k): v for k, v in rows.items()} == {c: d.split(":")[0] for c, d in errors.EXIT_CODES.items()}
+    codes = [e.code for e in (errors.BadVariantFile("x"), errors.UnknownRecipe("x"), errors.BridgeMissing("x"),
+                              errors.CoreMissing("x"), errors.UnknownField("x"), errors.HFUnreachable("x"),
+                              errors.Mismatch("x"), errors.EnvMismatch("x"), errors.NoGPU("x"),
+                              errors.TrainingFailed("x"), errors.CheckFailed("x"))]
+    assert len(set(codes)) == len(codes) and all(c in errors.EXIT_CODES for c in codes)
