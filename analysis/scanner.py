@@ -140,6 +140,7 @@ class Scanner:
         self.layouts: dict[tuple[bytes, ...], _Layout] = {}
         self._last_keys: list[bytes] | None = None
         self._last_layout: _Layout | None = None
+        self._layout_without_tflops = False  # then Step Time lines must be paired with iteration lines
         self.nonfinite_rows = array("q")  # rows with a NaN or Inf value in any field
         self.tflops_from_lines = False  # set by columns()
         self.step_tflops_rows = array("q")  # rows whose throughput comes from a paired Step Time line
@@ -285,7 +286,12 @@ class Scanner:
         return steps
 
     def _iterations(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        steps = self._step_lines(buf, pos, end)
+        if len(self.it) and not self._layout_without_tflops:
+            # every iteration line so far carries its throughput: Step Time lines are only counted
+            steps: list[tuple[int, float]] = []
+            self.step_lines += buf.count(b"Step Time", pos, end)
+        else:
+            steps = self._step_lines(buf, pos, end)
         j = 0
         last = None
         it_append, total_append = self.it.append, self.total.append  # hot loop: local bindings
@@ -357,6 +363,7 @@ class Scanner:
             if layout is None:
                 return None
             self.layouts[key] = layout
+            self._layout_without_tflops |= not layout.has_tflops
         self._last_keys, self._last_layout = keys, layout
         return layout
 
