@@ -202,3 +202,10 @@ def test_real_baseline_fixture_statistics():
     assert st.warmup == 3 and st.steady == 27
     assert st.step_time.median == pytest.approx(float(np.median(s.step_ms[3:])))
     assert st.loss_first == pytest.approx(10.48167) and st.loss_last == pytest.approx(6.540995)
+
+
+def test_c10_without_throughput_field_the_number_is_unknown_with_a_note():
+    lines = [iteration_line(i, 20, tflops=None) for i in range(1, 21)]
+    st = compute_stats(parse_lines(lines).series)
+    assert st.step_time.median == 500.0 and st.tflops is None
+    assert "throughput logging was off" in " ".join(st.notes)
