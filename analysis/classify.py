@@ -322,8 +322,15 @@ def classify(
         return Verdict("skipped", "not_run", (f"manifest status: {sched}",))
     if expect.mode == "validate" and effective and isinstance(effective.get("checks"), dict):
         checks = effective["checks"]
+        not_run = tuple(f"not run: {n}" for n in checks.get("not_run") or ())
         if checks.get("verdict") == "pass":
-            return Verdict("validated", None, notes=tuple(f"not run: {n}" for n in checks.get("not_run") or ()))
+            if sched in ("timeout", "cancelled", "lost", "failed"):
+                # the checks finished and passed, then the job was stopped (e.g. held past its time limit): the
+                # verdict stands, with a warning, like a hang at exit after complete training (CASES C08)
+                reason = {"timeout": "slurm_time_limit", "cancelled": "cancelled"}.get(sched, "task_exit_code")
+                return Verdict("ok_with_warning", reason, (sched_line,), ("stopped_after_validation",),
+                               notes=not_run)
+            return Verdict("validated", None, notes=not_run)
         return Verdict("failed", "preflight_reject", tuple(str(m) for m in checks.get("messages") or ())
                        or ("validate mode: checks failed without a message",), ("validate",))
     running = sched in ("running", "submitted")

@@ -350,3 +350,16 @@ def test_payload_training_failed_defers_to_the_real_cause():
     assert oom.reason == "cuda_oom"
     alone = run(crash(["[payload] error 20 training_failed: pretrain raised SystemExit"]))
     assert (alone.status, alone.reason) == ("failed", "traceback")
+
+
+def test_validate_pass_then_stopped_by_scheduler_keeps_the_verdict_with_a_warning():
+    from analysis.classify import Expectation, SchedulerInfo, classify
+
+    eff = {"checks": {"verdict": "pass", "messages": [], "not_run": ["x"]}}
+    for state, reason in (("TIMEOUT", "slurm_time_limit"), ("CANCELLED by 0", "cancelled")):
+        v = classify(None, scheduler=SchedulerInfo(state=state), expect=Expectation(mode="validate"), effective=eff)
+        assert (v.status, v.reason) == ("ok_with_warning", reason)
+        assert "stopped_after_validation" in v.flags
+    v = classify(None, scheduler=SchedulerInfo(state="COMPLETED", exit_code=0), expect=Expectation(mode="validate"),
+                 effective=eff)
+    assert v.status == "validated"
