@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,12 +113,28 @@ def local_batch(
         else:
             argv = list(item.argv)
             script = run.Script(path=argv[0], args=argv[1:], entrypoint="env")
+        if gpus >= 1:
+            _check_torchrun_words(script)
         executor = local_executor(run, cluster, env=env, gpus=gpus)
         if not isinstance(item, RunSpec):
             executor.env_vars.update(item.env)
         tasks.append(Task(name=item.name, script=script, executor=executor, item=item, job_dir=job_dir,
                           job_root=str(job_dir)))
     return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
+
+
+def _check_torchrun_words(script: Any) -> None:
+    """Refuse arguments NeMo-Run's torchrun component would shell-quote (see the module docstring).
+
+    Raises:
+        LaunchConfigError: naming the argument.
+    """
+    for word in [script.path, *script.args]:
+        if shlex.quote(str(word)) != str(word):
+            raise LaunchConfigError(
+                f"argument {word!r} of a local torchrun launch has spaces or shell characters; NeMo-Run 0.11.1's "
+                "torchrun launcher would pass it with literal quotes. Use plain words (paths of letters, digits, ._-/)"
+            )
 
 
 def local_argv(run: Any, task: Task) -> list[str]:
@@ -160,3 +177,54 @@ def render_local(
     words = argv if n else [shlex.quote(w) for w in argv]
     lines.append(" ".join(words))
     return mask_text("\n".join(lines) + "\n", env.secret_values())
+
+
+@dataclass(frozen=True)
+class LocalResult:
+    """A finished local run: manifest ``status`` (succeeded/failed/cancelled), its task folder and log files."""
+
+    status: str
+    job_dir: Path
+    logs: tuple[Path, ...]
+
+
+def local_log_files(job_dir: str | Path) -> list[Path]:
+    """The logs of a local task: torchx's ``combined.log`` per role replica (stdout and stderr, in order)."""
+    root = Path(job_dir)
+    return sorted(root.rglob("combined.log")) if root.is_dir() else []
+
+
+def run_local(
+    cluster: Any,
+    item: Item,
+    *,
+    state_dir: str | Path,
+    title: str = "sweep",
+    label: str = "s1",
+    gpus: int | None = None,
+    env: JobEnv | None = None,
+    cwd: str | Path | None = None,
+) -> LocalResult:
+    """Run one item with NeMo-Run's LocalExecutor and wait for it (the local executor cannot detach).
+
+    ``cwd``: the folder it runs in (default: this process's; the checkout, for ``python -m experiments.train``).
+    Secrets given in ``env`` reach the process through this process's environment, never a file.
+    """
+    from launchers.home import nemo_run, nemorun_home, no_stdin
+    from launchers.submit import _environ, _in_dir
+
+    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    n = local_gpus(cluster, gpus)
+    with nemorun_home(state_dir) as home:
+        run = nemo_run()
+        batch = local_batch(run, cluster, [item], home=home, title=title, label=label, gpus=n, env=env)
+        task = batch.tasks[0]
+        with _in_dir(Path(cwd or os.getcwd())), _environ(env.secrets), no_stdin():
+            with run.Experiment(title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
+                                enable_goodbye_message=False, skip_status_at_exit=True) as exp:
+                exp.add(task.script, executor=task.executor, name=task.name)
+                exp.run(detach=False)
+            info = (exp.status(return_dict=True) or {}).get(task.name, {})
+    state = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
+    status = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled"}.get(state, "lost")
+    return LocalResult(status=status, job_dir=task.job_dir, logs=tuple(local_log_files(task.job_dir)))
