@@ -31,6 +31,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--attempt", type=int, help="attempt number k (recorded in effective_config.json)")
     p.add_argument("--hold-s", type=float, dest="hold_s",
                    help="hold this many seconds before exiting (tests of cancel / time limits); default payload.hold_s")
+    p.add_argument("--hold-at", choices=("start", "end"), dest="hold_at",
+                   help="hold before the work (a job stopped mid-run) or after it (default payload.hold_at, end)")
     return p.parse_args(argv)
 
 
@@ -87,10 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out_dir).resolve()
     spec: VariantSpec | None = None
     code = errors.OK
+    held = False
     try:
         spec = load_variant(Path(args.variant_json).resolve()).with_overrides(args.mode, args.attempt, args.hold_s)
         out_dir.mkdir(parents=True, exist_ok=True)
         say(f"[payload] {spec.mode} {spec.name} attempt={spec.attempt} rank={runtime_info.rank()} out={out_dir}")
+        if (args.hold_at or spec.hold_at) == "start" and spec.hold_s > 0:
+            hold(spec.hold_s)
+            held = True
         code = run(spec, out_dir)
     except PayloadError as e:
         say(e.line())
@@ -106,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"[payload] error {errors.INTERNAL} internal: {type(e).__name__}: {e}")
         code = errors.INTERNAL
     seconds = args.hold_s if args.hold_s is not None else (spec.hold_s if spec else 0.0)
-    if seconds and seconds > 0:
+    if seconds and seconds > 0 and not held:
         try:
             hold(seconds)
         except KeyboardInterrupt:

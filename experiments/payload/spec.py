@@ -50,6 +50,7 @@ class VariantSpec:
     train_iters: int = DEFAULT_TRAIN_ITERS
     seed: int = 1234
     hold_s: float = 0.0
+    hold_at: str = "end"  # "end": hold after the work; "start": hold first (a job stopped mid-run)
     log_interval: int = 1
     allow_adjust: tuple[str, ...] = DEFAULT_ALLOW_ADJUST
     attempt: int | None = None
@@ -154,6 +155,7 @@ def load_variant(path: str | Path) -> VariantSpec:
         train_iters=train_iters,
         seed=int(payload.get("seed", 1234)),
         hold_s=float(payload.get("hold_s") or 0),
+        hold_at="start" if payload.get("hold_at") == "start" else "end",
         log_interval=int(payload.get("log_interval") or 1),
         allow_adjust=tuple(allow) if allow is not None else DEFAULT_ALLOW_ADJUST,
         sweep_id=doc.get("sweep_id"),

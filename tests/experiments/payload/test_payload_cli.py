@@ -162,3 +162,11 @@ def test_exit_code_table_in_the_docstring_matches_the_codes():
                               errors.Mismatch("x"), errors.EnvMismatch("x"), errors.NoGPU("x"),
                               errors.TrainingFailed("x"), errors.CheckFailed("x"))]
     assert len(set(codes)) == len(codes) and all(c in errors.EXIT_CODES for c in codes)
+
+
+def test_hold_at_start_holds_before_the_work_and_only_once(tmp_path, capsys):
+    vj = write_variant(tmp_path, make_variant(payload={"hold_s": 0.2, "hold_at": "start"}))
+    assert main([str(vj), str(tmp_path / "out"), "--mode", "validate"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("[payload] hold: done") < out.index(": pass")
+    assert out.count("[payload] hold: done") == 1
