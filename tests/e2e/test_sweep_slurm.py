@@ -1,0 +1,138 @@
+"""The main job on a real Slurm cluster (the local one: slurm-wlm + munge + slurmdbd/MariaDB, 2 fake H100s),
+through NeMo-Run, with the payload's validate mode against real Megatron-Core: the isolation sweep with its gates,
+a failing job, a job cancelled mid-run, a job killed by a 1-minute time limit, a packed sweep, a resumed sweep, and a
+partition Slurm refuses. Each must end with the right status and exit code and lose nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.sweep import main
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+BASE = ["cluster=local_slurm", "allow_dirty=true", "poll_s=1"]
+
+
+def _m(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _variants(d: Path) -> dict:
+    return {v["name"]: v for v in _m(d)["variants"]}
+
+
+def _summary_runs(d: Path) -> dict:
+    return {(r["variant"], r["attempt"]): r for r in json.loads((d / "report" / "summary.json").read_text())["runs"]}
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _wait_running(job_id: str, timeout_s: float = 120) -> None:
+    end = time.time() + timeout_s
+    while time.time() < end:
+        st = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout
+        if st.strip() == "RUNNING":
+            return
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} did not start within {timeout_s} s")
+
+
+def test_isolation_sweep_on_slurm_validates_and_follows_gates(tmp_path):
+    out = tmp_path / "s"
+    assert main([*BASE, f"output_dir={out}", "sweep=isolation"]) == 0
+    v = _variants(out)
+    kept = [n for n, x in v.items() if x["status"] != "pruned"]
+    assert set(kept) == {"a2a.ovl0.dw0", "a2a.ovl1.dw0", "a2a.ovl1.dw1"}
+    for n in kept:
+        (a,) = v[n]["attempts"]
+        assert a["status"] == "succeeded" and a["job_id"].isdigit()
+        adir = out / "variants" / n / "attempt-1"
+        assert (adir / "effective_config.json").exists()
+        assert any(p.name.startswith("log-") for p in (adir / "logs").iterdir())
+        assert "#SBATCH --partition=debug" in (adir / "job.sh").read_text()
+    # the gate: stage 3 was submitted only after stage 1 finished
+    assert v["a2a.ovl1.dw1"]["attempts"][0]["submitted"] >= v["a2a.ovl1.dw0"]["attempts"][0]["finished"]
+    runs = _summary_runs(out)
+    assert {k: r["status"] for k, r in runs.items() if r["status"] != "pruned"} == {
+        (n, 1): "validated" for n in kept}
+
+
+def test_failing_job_exits_3_then_resume_resubmits_only_it(tmp_path):
+    out = tmp_path / "s"
+    args = [*BASE, f"output_dir={out}", "preflight=off", "sweep=full", "dispatcher=alltoall", "overlap=on,off",
+            "delay_wgrad=off", "model.expert_model_parallel_size=1"]
+    assert main(args) == 3
+    runs = _summary_runs(out)
+    assert runs[("a2a.ovl0.dw0", 1)]["status"] == "validated"
+    bad = runs[("a2a.ovl1.dw0", 1)]
+    assert bad["status"] == "failed"
+    assert any("expert model parallelism" in e for e in bad["evidence"]), bad
+    assert _variants(out)["a2a.ovl1.dw0"]["attempts"][0]["status"] == "failed"
+    before = _digest(out / "variants" / "a2a.ovl1.dw0" / "attempt-1")
+    sid = _m(out)["sweep_id"]
+    assert main([*BASE, "action=run", f"sweep_id={sid}", f"output_dir={out}"]) == 3
+    v = _variants(out)
+    assert [a["attempt"] for a in v["a2a.ovl1.dw0"]["attempts"]] == [1, 2]
+    assert [a["attempt"] for a in v["a2a.ovl0.dw0"]["attempts"]] == [1]
+    assert _digest(out / "variants" / "a2a.ovl1.dw0" / "attempt-1") == before
+
+
+def test_cancelled_mid_run_is_cancelled_and_collect_exits_3(tmp_path):
+    out = tmp_path / "s"
+    args = [*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",
+            "payload.hold_s=300", "payload.hold_at=start", "detach=true"]
+    t0 = time.time()
+    assert main(args) == 0
+    assert time.time() - t0 < 60  # detached: returned once queued, not after the 300 s hold
+    (a,) = _variants(out)["a2a.ovl0.dw0"]["attempts"]
+    assert a["status"] == "submitted"
+    _wait_running(a["job_id"])
+    sid = _m(out)["sweep_id"]
+    assert main([*BASE, "action=cancel", f"sweep_id={sid}", f"output_dir={out}"]) == 0
+    assert main([*BASE, "action=collect", f"sweep_id={sid}", f"output_dir={out}"]) == 3
+    (a,) = _variants(out)["a2a.ovl0.dw0"]["attempts"]
+    assert a["status"] == "cancelled"
+    r = _summary_runs(out)[("a2a.ovl0.dw0", 1)]
+    assert r["status"] in ("failed", "incomplete") and "cancel" in (r["reason"] or "")
+    assert list((out / "variants" / "a2a.ovl0.dw0" / "attempt-1" / "logs").iterdir())
+
+
+def test_time_limit_kills_the_job_and_is_reported(tmp_path):
+    out = tmp_path / "s"
+    args = [*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",
+            "payload.hold_s=600", "payload.hold_at=start", "cluster.time_limit=00:01:00"]
+    assert main(args) == 3
+    (a,) = _variants(out)["a2a.ovl0.dw0"]["attempts"]
+    assert a["status"] == "timeout"
+    r = _summary_runs(out)[("a2a.ovl0.dw0", 1)]
+    assert r["status"] == "failed" and "time" in (r["reason"] or "").lower()
+
+
+def test_packed_sweep_uses_one_allocation_per_stage(tmp_path):
+    out = tmp_path / "s"
+    assert main([*BASE, f"output_dir={out}", "sweep=isolation", "pack=true"]) == 0
+    v = _variants(out)
+    stage1 = {v[n]["attempts"][0]["job_id"] for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0")}
+    assert len(stage1) == 1
+    assert v["a2a.ovl1.dw1"]["attempts"][0]["job_id"] not in stage1
+    for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0", "a2a.ovl1.dw1"):
+        assert v[n]["attempts"][0]["status"] == "succeeded"
+
+
+def test_unknown_partition_exits_5_and_leaves_nothing_queued(tmp_path, capsys):
+    out = tmp_path / "s"
+    rc = main([*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",
+               "cluster.partition=nosuchpartition"])
+    assert rc == 5
+    assert "nosuchpartition" in capsys.readouterr().err
+    q = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True).stdout
+    assert "a2a.ovl0.dw0" not in q
