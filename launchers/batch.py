@@ -52,8 +52,9 @@ class Task:
     """One NeMo-Run task (one Slurm job): its ``name``, ``script`` (run.Script), ``executor``, and ``item``.
 
     ``job_dir`` is the task folder as the submitting machine writes it; ``job_root`` the same folder as the
-    job sees it (the real path, or ``/nemo_run`` in a container). ``files`` are (file, base) pairs shipped into
-    ``code/`` at their path relative to base.
+    job sees it (the real path, or ``/nemo_run`` in a container); ``host_dir`` as the cluster's filesystem has
+    it (equal to ``job_dir`` on a login node, under ``cluster.tunnel.job_dir`` over SSH; logs are written there).
+    ``files`` are (file, base) pairs shipped into ``code/`` at their path relative to base.
     """
 
     name: str
@@ -62,6 +63,7 @@ class Task:
     item: Item
     job_dir: Path
     job_root: str
+    host_dir: str = ""
     files: tuple[tuple[Path, Path], ...] = ()
 
     @property
@@ -158,15 +160,16 @@ def slurm_batch(
         if name in seen:
             raise LaunchConfigError(f"two runs of one batch are both named {name!r}")
         seen.add(name)
-        job_root = CONTAINER_JOB_ROOT if container else os.path.join(base, title, exp_id, name)
-        check_path(job_root, "job folder")
+        host_dir = check_path(os.path.join(base, title, exp_id, name), "job folder")
+        job_root = CONTAINER_JOB_ROOT if container else host_dir
         argv, files, extra_env = item_command(item, python, f"{job_root}/code", f"{job_root}/out")
         packager = packager_for(files) if packager_for else run.Packager()
         executor = slurm_executor(run, cluster, home=home, env=env, packager=packager,
                                   time_limit_s=time_limit_s, srun_args=srun_args)
         executor.env_vars.update(quoted_env(extra_env))
         tasks.append(Task(name=name, script=env_script(run, argv), executor=executor, item=item,
-                          job_dir=home / "experiments" / title / exp_id / name, job_root=job_root, files=files))
+                          job_dir=home / "experiments" / title / exp_id / name, job_root=job_root,
+                          host_dir=host_dir, files=files))
     return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
 
 

@@ -48,11 +48,13 @@ STEP_START_S = 15  # per run: srun start-up and teardown
 
 @dataclass(frozen=True)
 class PackedRun:
-    """One run inside a packed allocation: its step ``name``, ``item`` and folder ``run_dir`` on this machine."""
+    """One run inside a packed allocation: its step ``name``, ``item``, folder ``run_dir`` on this machine and
+    ``host_run_dir`` on the cluster (the same path on a login node)."""
 
     name: str
     item: Item
     run_dir: Path
+    host_run_dir: str = ""
 
     @property
     def out_dir(self) -> Path:
@@ -138,7 +140,8 @@ def pack_batch(
     local_dir = home / "experiments" / title / exp_id / name
     runs, files, lines, extra_env = [], [], [], {}
     for i, item in enumerate(items, 1):
-        packed = PackedRun(name=item.name, item=item, run_dir=local_dir / "runs" / item.name)
+        packed = PackedRun(name=item.name, item=item, run_dir=local_dir / "runs" / item.name,
+                           host_run_dir=f"{host_dir}/runs/{item.name}")
         argv, shipped, item_env = item_command(item, python, f"{job_root}/code", f"{job_root}/runs/{item.name}/out")
         files += shipped
         extra_env.update(item_env)
@@ -155,7 +158,7 @@ def pack_batch(
     executor.srun_args = None  # the runs' steps carry them; the summary step needs none
     executor.setup_lines = "\n".join(["", "# ---- packed runs (launchers/pack.py) ----", *lines, ""])
     task = Task(name=name, script=env_script(run, ["bash", "-c", summary]), executor=executor, item=items[0],
-                job_dir=local_dir, job_root=job_root, files=tuple(files))
+                job_dir=local_dir, job_root=job_root, host_dir=host_dir, files=tuple(files))
     return Batch(title=title, exp_id=exp_id, home=home, tasks=(task,), env=env), tuple(runs)
 
 

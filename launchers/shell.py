@@ -61,9 +61,23 @@ class TunnelShell:
         try:
             self.tunnel.connect()
             res = self.tunnel.run(shlex.join(argv), hide=True, warn=True, timeout=timeout_s)
-        except Exception as exc:  # Fabric/paramiko raise many types; all mean the transport is down
-            raise SchedulerError(f"could not run {argv[0]} over SSH on {self.tunnel.host}: {exc}") from exc
+        except (Exception, SystemExit) as exc:  # NeMo-Run exits on failed auth; Fabric/paramiko raise many types
+            why = "authentication failed (key refused)" if isinstance(exc, SystemExit) else str(exc)
+            raise SchedulerError(f"could not run {argv[0]} over SSH on {self.tunnel.user}@{self.tunnel.host}: "
+                                 f"{why}") from exc
         return Result(res.return_code, res.stdout, res.stderr)
+
+    def get(self, remote: str, local: str) -> None:
+        """Copy one file from the cluster to this machine.
+
+        Raises:
+            SchedulerError: the copy failed (names both paths).
+        """
+        try:
+            self.tunnel.connect()
+            self.tunnel.get(remote, local)
+        except (Exception, SystemExit) as exc:  # paramiko/Fabric errors; NeMo-Run exits on failed auth
+            raise SchedulerError(f"could not copy {remote} from {self.tunnel.host} to {local}: {exc}") from exc
 
 
 def shell_for(cluster: Any) -> Shell:

@@ -18,7 +18,7 @@ from typing import Any
 
 from launchers import cluster as cl
 from launchers.envvars import JobEnv, quote_args, quoted_env
-from launchers.errors import LaunchConfigError
+from launchers.errors import LaunchConfigError, SchedulerError
 from launchers.home import RUNDIR_TOKEN
 
 JOB_NAME_PREFIX = "moe."
@@ -98,7 +98,16 @@ def make_tunnel(run: Any, cluster: Any, home: Path) -> Any:
             f"cluster.tunnel.job_dir={job_dir!r} contains '/nemo_run', which NeMo-Run 0.11.1 rewrites in "
             "container-less job scripts; choose another folder name"
         )
-    return run.SSHTunnel(host=str(host), user=str(user), job_dir=str(job_dir), identity=str(key))
+    port = cl.tunnel_field(cluster, "port")
+    tunnel = run.SSHTunnel(host=str(host), user=str(user), job_dir=str(job_dir), identity=str(key),
+                           port=int(port) if port else None)
+    # Unattended: NeMo-Run would prompt for a password (then sys.exit(1)) when the key is refused.
+    tunnel.auth_handler = tunnel.fallback_auth_handler = _no_prompt
+    return tunnel
+
+
+def _no_prompt(*_args: Any) -> str:
+    raise SchedulerError("the SSH key was refused and there is no one to type a password (unattended use)")
 
 
 def pyxis_image(ref: str) -> str:

@@ -34,7 +34,8 @@ _HANDLE_JOB = re.compile(r"/(\d+(?:_\d+)?)(?:/|$)")
 class Submission:
     """One queued job: Slurm ``job_id`` of task ``name`` in NeMo-Run experiment ``exp_id``.
 
-    ``job_dir``: the task folder on this machine (logs land there on a login node);
+    ``job_dir``: the task folder on this machine (logs land there on a login node); ``host_dir``: the same
+    folder on the cluster (where the logs are over SSH: :func:`launchers.track.fetch_log_files`);
     ``script``: the sbatch text exactly as submitted, secrets masked (for ``variants/<v>/job.sh``);
     ``submitted``: ISO-8601 UTC time of the submission; ``item``: the RunSpec or JobCommand.
     """
@@ -46,6 +47,7 @@ class Submission:
     script: str
     submitted: str
     item: Item
+    host_dir: str = ""
 
 
 def utc_now() -> str:
@@ -223,13 +225,15 @@ def _queue(
     env: JobEnv | None,
 ) -> tuple[Batch, str, dict[str, str]]:
     """Check, build and submit one batch (detached); returns it, the submission time and task -> job id."""
-    shell = shell_for(cluster)
-    if shell is local_shell:
-        local_shell(["sbatch", "--version"])  # a clear error when sbatch is missing, before anything is written
     env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
     written_secrets = _secrets_for_transport(cluster, env, allow_ssh_secrets)
     state = git_state(repo)
     check_clean(state, allow_dirty)
+    shell = shell_for(cluster)
+    # a clear error when sbatch is missing or the SSH tunnel is down, before anything is written
+    res = shell(["sbatch", "--version"])
+    if res.rc != 0:
+        raise SchedulerError(f"sbatch --version failed on the cluster: {(res.err or res.out).strip()}")
     label = label or str(time.time_ns())
 
     with nemorun_home(state_dir) as home:
@@ -255,11 +259,11 @@ def _queue(
                 except (LaunchError, KeyboardInterrupt):
                     _cancel_launched(exp, shell)
                     raise
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:  # NeMo-Run's SSH tunnel sys.exit()s on failed auth
                     cancelled = _cancel_launched(exp, shell)
                     note = f" (cancelled again: jobs {', '.join(cancelled)})" if cancelled else ""
                     raise SchedulerError(
-                        f"Slurm refused batch {batch.exp_id} on cluster {cl.get(cluster, 'name')!r}: "
+                        f"submitting batch {batch.exp_id} to cluster {cl.get(cluster, 'name')!r} failed: "
                         f"{_scheduler_message(exc)}{note}"
                     ) from exc
         # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
@@ -282,4 +286,4 @@ def _cancel_launched(exp: Any, shell: Shell) -> list[str]:
 def _submission(batch: Batch, task: Task, handles: dict[str, str], submitted: str) -> Submission:
     script = mask_text((batch.exp_dir / f"{task.name}_sbatch.sh").read_text(), batch.env.secret_values())
     return Submission(name=task.name, job_id=handles[task.name], exp_id=batch.exp_id, job_dir=task.job_dir,
-                      script=script, submitted=submitted, item=task.item)
+                      script=script, submitted=submitted, item=task.item, host_dir=task.host_dir)

@@ -147,14 +147,39 @@ def wait(
         time.sleep(poll_s)
 
 
+def _log_pattern(job_id: str) -> re.Pattern[str]:
+    jid = re.escape(str(job_id))
+    return re.compile(rf"^(log-.*_{jid}_\d+|sbatch_.*_{jid})\.out$")
+
+
 def log_files(job_dir: str | Path, job_id: str) -> list[Path]:
     """Every log file of Slurm job ``job_id`` in its NeMo-Run task folder, restarts included, sorted.
 
     ``log-<job name>_<jobid>_<restart>.out`` (rank output, one per restart) and ``sbatch_<job name>_<jobid>.out``
     (the batch script), matched at the end of the name so that job 5 never picks up job 15's files.
     """
-    pattern = re.compile(rf"^(log-.*_{re.escape(str(job_id))}_\d+|sbatch_.*_{re.escape(str(job_id))})\.out$")
     folder = Path(job_dir)
     if not folder.is_dir():
         return []
+    pattern = _log_pattern(job_id)
     return sorted(p for p in folder.iterdir() if p.is_file() and pattern.match(p.name))
+
+
+def fetch_log_files(host_dir: str, job_id: str, dest: str | Path, shell: Shell = local_shell) -> list[Path]:
+    """The log files of ``job_id`` on this machine: read in place on a login node (``dest`` unused), copied from
+    the cluster's ``host_dir`` into ``dest`` over SSH (a :class:`launchers.shell.TunnelShell`).
+
+    Raises:
+        SchedulerError: the remote folder cannot be listed or a file cannot be copied.
+    """
+    get = getattr(shell, "get", None)
+    if get is None:
+        return log_files(host_dir, job_id)
+    res = shell(["ls", "-1", host_dir])
+    if res.rc != 0:
+        raise SchedulerError(f"cannot list {host_dir} on the cluster: {res.err.strip()}")
+    pattern = _log_pattern(job_id)
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    for name in sorted(n for n in res.out.split() if pattern.match(n)):
+        get(f"{host_dir.rstrip('/')}/{name}", str(Path(dest) / name))
+    return log_files(dest, job_id)
