@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from launchers import cluster as cl
-from launchers.envvars import JobEnv, job_env, quote_args, quoted_env
+from launchers.envvars import JobEnv, cluster_env, quote_args, quoted_env
 from launchers.errors import LaunchConfigError
 from launchers.slurm import JOB_NAME_PREFIX, check_path, default_python, slurm_executor
 from launchers.spec import JobCommand, RunSpec
@@ -149,7 +149,7 @@ def slurm_batch(
         LaunchConfigError: bad names or paths, duplicate task names, or a profile problem.
     """
     exp_id = experiment_id(title, label)
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     python = python or default_python(cluster)
     container = bool(cl.get(cluster, "container_image"))
     base = remote_base(cluster, home)

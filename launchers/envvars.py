@@ -85,6 +85,13 @@ def job_env(
     return JobEnv(plain=plain, secrets=secrets, passthrough=passthrough)
 
 
+def cluster_env(cluster: Any) -> JobEnv:
+    """The :class:`JobEnv` of a cluster profile: its ``env_vars`` and ``secret_env`` (CONTRACTS §9, §10)."""
+    from launchers.cluster import get
+
+    return job_env(get(cluster, "env_vars", {}), get(cluster, "secret_env", ()))
+
+
 def quoted_env(plain: Mapping[str, str]) -> dict[str, str]:
     """Values shell-quoted for NeMo-Run's unquoted ``export K=V`` lines (``a b`` -> ``'a b'``)."""
     return {name: shlex.quote(value) for name, value in plain.items()}

@@ -22,7 +22,7 @@ from typing import Any
 
 from launchers import cluster as cl
 from launchers.batch import Batch, Item, Task, experiment_id
-from launchers.envvars import JobEnv, job_env, mask_text
+from launchers.envvars import JobEnv, cluster_env, mask_text
 from launchers.errors import LaunchConfigError
 from launchers.home import nemorun_home_path
 from launchers.slurm import check_path
@@ -100,7 +100,7 @@ def local_batch(
 ) -> Batch:
     """The local tasks of one batch (nothing is written or started); see :func:`launchers.batch.slurm_batch`."""
     exp_id = experiment_id(title, label)
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     python = python or sys.executable
     tasks = []
     for item in items:
@@ -163,7 +163,7 @@ def render_local(
     from launchers.home import nemo_run
 
     run = nemo_run()
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     n = local_gpus(cluster, gpus)
     batch = local_batch(run, cluster, [item], home=nemorun_home_path(state_dir), title=title, label=label,
                         gpus=n, python=python, env=env)
@@ -213,7 +213,7 @@ def run_local(
     from launchers.home import nemo_run, nemorun_home, no_stdin
     from launchers.submit import _environ, _in_dir
 
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     n = local_gpus(cluster, gpus)
     with nemorun_home(state_dir) as home:
         run = nemo_run()

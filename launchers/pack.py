@@ -36,7 +36,7 @@ from launchers.batch import (
     item_command,
     remote_base,
 )
-from launchers.envvars import JobEnv, job_env, quote_args, quoted_env
+from launchers.envvars import JobEnv, cluster_env, quote_args, quoted_env
 from launchers.errors import LaunchConfigError, SchedulerError
 from launchers.shell import Shell, local_shell
 from launchers.slurm import JOB_NAME_PREFIX, check_path, default_python, pyxis_image, slurm_executor
@@ -129,7 +129,7 @@ def pack_batch(
         raise LaunchConfigError(f"two packed runs share a name: {sorted(n for n in names if names.count(n) > 1)}")
     exp_id = experiment_id(title, label)
     name = pack_name(label)
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     python = python or default_python(cluster)
     budget_s = run_time_s or cl.time_limit_s(cluster)
     host_dir = check_path(os.path.join(remote_base(cluster, home), title, exp_id, name), "job folder")

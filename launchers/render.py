@@ -17,7 +17,7 @@ from typing import Any
 
 from launchers import cluster as cl
 from launchers.batch import Batch, Item, slurm_batch
-from launchers.envvars import JobEnv, job_env, mask_text
+from launchers.envvars import JobEnv, cluster_env, mask_text
 from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
 from launchers.pack import pack_batch
 
@@ -41,7 +41,7 @@ def render_slurm_batch(
     ``state_dir`` is the sweep's ``nemo_run/`` (it need not exist). Other arguments as
     :func:`launchers.batch.slurm_batch`. Imports NeMo-Run (about 4 s the first time).
     """
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     return _render(lambda run, home: slurm_batch(run, cluster, items, home=home, title=title, label=label,
                                                  python=python, env=env, time_limit_s=time_limit_s,
                                                  srun_args=srun_args), state_dir, env)
@@ -60,7 +60,7 @@ def render_packed(
     srun_args: Sequence[str] = (),
 ) -> str:
     """The sbatch script of a packed allocation (``pack=true``) running ``items`` in order (launchers.pack)."""
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     texts = _render(lambda run, home: pack_batch(run, cluster, items, home=home, title=title, label=label,
                                                  run_time_s=run_time_s, python=python, env=env,
                                                  srun_args=srun_args)[0], state_dir, env)

@@ -19,7 +19,7 @@ from typing import Any
 
 from launchers import cluster as cl
 from launchers.batch import Batch, Item, Task, slurm_batch
-from launchers.envvars import JobEnv, job_env, mask_text, quoted_env
+from launchers.envvars import JobEnv, cluster_env, mask_text, quoted_env
 from launchers.errors import LaunchConfigError, LaunchError, SchedulerError
 from launchers.home import nemo_run, nemorun_home, no_stdin
 from launchers.pack import PackedRun, pack_batch
@@ -225,7 +225,7 @@ def _queue(
     env: JobEnv | None,
 ) -> tuple[Batch, str, dict[str, str]]:
     """Check, build and submit one batch (detached); returns it, the submission time and task -> job id."""
-    env = env or job_env(cl.get(cluster, "env_vars", {}), cl.get(cluster, "secret_env", ()))
+    env = env or cluster_env(cluster)
     written_secrets = _secrets_for_transport(cluster, env, allow_ssh_secrets)
     state = git_state(repo)
     check_clean(state, allow_dirty)
