@@ -43,7 +43,9 @@ def git_state(path: str | Path) -> GitState:
     try:
         root = Path(_git(Path(path), "rev-parse", "--show-toplevel"))
         sha = _git(root, "rev-parse", "HEAD")
-    except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+    except FileNotFoundError as exc:
+        raise LaunchConfigError("git is not on PATH: Slurm jobs get the code as a `git archive`; install git") from exc
+    except subprocess.CalledProcessError as exc:
         raise LaunchConfigError(
             f"{path} is not a git checkout with a commit: Slurm jobs get the code as a `git archive` of it. "
             "Clone the repository with git (or commit once), or use cluster=local, which runs in place."

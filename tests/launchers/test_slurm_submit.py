@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -116,7 +117,10 @@ def test_a_refused_job_cancels_its_already_queued_siblings(tmp_path: Path, code_
 
 def test_sbatch_missing_is_a_scheduler_error(tmp_path: Path, code_repo: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
+    bindir = tmp_path / "bin"  # a PATH with git but no Slurm client
+    bindir.mkdir()
+    (bindir / "git").symlink_to(shutil.which("git"))
+    monkeypatch.setenv("PATH", str(bindir))
     with pytest.raises(SchedulerError, match="sbatch is not on PATH"):
         _submit(tmp_path, code_repo, JobCommand(name="a", argv=("true",)))
 
