@@ -22,6 +22,11 @@ pytestmark = pytest.mark.megatron
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.fixture(autouse=True)
+def keep_cwd(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # train mode chdirs into OUT_DIR; restore the cwd afterwards
+
+
 def run_main(capsys, *argv):
     code = main([str(a) for a in argv])
     return code, capsys.readouterr().out
