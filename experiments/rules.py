@@ -164,6 +164,11 @@ RULES: tuple[Rule, ...] = (
          FLEX),
     Rule("ncclep_core", "core", lambda c: c.dispatcher == "ncclep", lambda c: _ge(c.core, (0, 19, 0)),
          lambda c: "the ncclep flex backend needs Megatron-Core >= 0.19", "Megatron-Core moe_flex_dispatcher_backend"),
+    Rule("flex_tp_ep", "world", lambda c: c.dispatcher in ("deepep", "ncclep"),
+         lambda c: c.expert_tensor_parallel_size * c.expert_model_parallel_size > 1,
+         lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'NCCL EP'} dispatcher requires TPxEP > 1 (expert "
+                   f"TP {c.expert_tensor_parallel_size} x EP {c.expert_model_parallel_size})",
+         "Megatron-Core MoEFlexTokenDispatcher at model build (core 0.19; seen on the H200 at EP=1)"),
     Rule("flex_package", "env", lambda c: c.dispatcher in ("deepep", "hybridep"),
          lambda c: c.deep_ep is not None,
          lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'HybridEP'} is not installed in the container "

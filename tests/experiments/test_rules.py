@@ -168,3 +168,10 @@ def test_performance_warnings_do_not_prune():
 def test_every_rule_names_its_source_and_scope():
     for r in RULES:
         assert r.source and r.scope in ("core", "bridge", "te", "world", "env")
+
+
+def test_deepep_and_ncclep_need_tp_times_ep_above_one():
+    assert "flex_tp_ep" in errors(ctx("deepep", overlap=False, expert_model_parallel_size=1))
+    assert "flex_tp_ep" in errors(ctx("ncclep", overlap=False, expert_model_parallel_size=1))
+    assert "flex_tp_ep" not in errors(ctx("hybridep", overlap=False, expert_model_parallel_size=1))
+    assert "flex_tp_ep" not in errors(ctx("deepep", overlap=False, expert_model_parallel_size=2))
