@@ -174,6 +174,12 @@ def masked_env(env: dict[str, str], secret_env: tuple[str, ...] = ()) -> dict[st
     return {k: ("***" if is_secret(k, secret_env) else v) for k, v in env.items()}
 
 
+def mask_override(text: str, secret_env: tuple[str, ...] = ()) -> str:
+    """A command-line override with its value replaced by ``***`` when its key names a secret."""
+    key, sep, _ = text.partition("=")
+    return f"{key}=***" if sep and is_secret(key.lstrip("+~").split(".")[-1], secret_env) else text
+
+
 def mask_config(cfg: Any, secret_env: tuple[str, ...] = ()) -> Any:
     """Deep copy of a plain config with every secret-named key's value replaced by ``***``."""
     if isinstance(cfg, dict):
@@ -259,7 +265,8 @@ def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
     """
     out = plan.out_dir
     doc = manifest_doc(plan)
-    doc["overrides"] = list(overrides)
+    secret_env = next(iter(plan.expansion.jobs.values())).cluster.secret_env
+    doc["overrides"] = [mask_override(o, secret_env) for o in overrides]
     for v in plan.variants:
         if v.status == "pruned":
             continue

@@ -136,3 +136,23 @@ def test_unknown_partition_exits_5_and_leaves_nothing_queued(tmp_path, capsys):
     assert "nosuchpartition" in capsys.readouterr().err
     q = subprocess.run(["squeue", "-h", "-o", "%j"], capture_output=True, text=True).stdout
     assert "a2a.ovl0.dw0" not in q
+
+
+def test_planted_secrets_reach_no_file_of_the_sweep(tmp_path, monkeypatch):
+    """CONTRACTS §10: a secret from the submitting environment and one given as a cluster env var never appear
+    in any file the tool writes (manifest, variant.json, job.sh, NeMo-Run's own sbatch scripts, logs)."""
+    import secrets
+
+    # made at run time, so that the values are not even in this file (which the job's code archive ships)
+    env_secret, cli_secret = "planted-env-" + secrets.token_hex(6), "planted-cli-" + secrets.token_hex(6)
+    monkeypatch.setenv("WANDB_API_KEY", env_secret)
+    out = tmp_path / "s"
+    rc = main([*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",
+               f"+cluster.env_vars.HF_TOKEN={cli_secret}"])
+    assert rc == 0
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name == "job.sh" for p in files) and any("sbatch" in p.name for p in files)
+    for p in files:
+        data = p.read_bytes()
+        assert env_secret.encode() not in data and cli_secret.encode() not in data, p
+    assert "HF_TOKEN=***" in json.dumps(_m(out)["overrides"])
