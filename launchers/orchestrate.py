@@ -289,18 +289,20 @@ def _write_script(sweep_dir: Path, ref: RunRef, text: str | None) -> None:
 
 
 def _check_hang_and_limit(sweep_dir, backend, ref, view, settings, started, time_limit) -> None:
-    """Suspected hang (CASES C09): no new iteration for max(hang_min_s, 5 x median step); local time limit."""
+    """Suspected hang (CASES C09, rule in analysis.classify.is_suspected_hang): no new iteration for
+    max(hang_min_s, 5 x median step). Flagged on the attempt; with ``hang_action=cancel`` the job is cancelled and
+    the end of its log is kept by the collection. Locally the orchestrator also enforces ``cluster.time_limit``."""
+    from analysis.classify import is_suspected_hang
+
     if view.state != "running":
         return
-    med = median_step_ms(view)
-    if view.iteration is not None:
-        threshold = max(settings.hang_min_s, 5 * (med or 0) / 1000.0)
-        if time.monotonic() - view.last_change > threshold and "suspected_hang" not in view.note:
-            view.note = f"suspected hang: no iteration for {threshold:.0f} s"
-            set_attempt(sweep_dir, ref, add_flags=["suspected_hang"])
-            if settings.hang_action == "cancel":
-                backend.cancel(ref)
-                view.state = "cancelled"
+    age = time.monotonic() - view.last_change if view.iteration is not None else None
+    if is_suspected_hang(age, median_step_ms(view), settings.hang_min_s) and "suspected hang" not in view.note:
+        view.note = f"suspected hang: no new iteration for {age:.0f} s"
+        set_attempt(sweep_dir, ref, add_flags=["suspected_hang"])
+        if settings.hang_action == "cancel":
+            backend.cancel(ref)
+            view.state = "cancelled"
     if time_limit and backend.enforce_time_limit:
         if time.monotonic() - started.get(ref.task, time.monotonic()) > time_limit:
             backend.cancel(ref)

@@ -1,0 +1,135 @@
+"""Tracking loop of the orchestrator with a scripted backend (a unit test: the real backends are exercised by
+tests/e2e): suspected hang -> flagged and cancelled with the log kept; a job that vanished -> lost; Ctrl-C on the
+local executor -> runs cancelled, exit code 130."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from experiments.plan import make_plan, write_plan
+from launchers.backend import JobState
+from launchers.orchestrate import _track
+from launchers.progress import Display
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ScriptedBackend:
+    """Jobs that run forever (or vanish), with a log that stops at iteration 3."""
+
+    log: Path
+    vanish: bool = False
+    max_concurrent: int | None = None
+    enforce_time_limit: bool = False
+    cancelled: list[str] = field(default_factory=list)
+
+    def launch(self, refs, mode, stage):
+        return {r.task: JobState("running", job_id="42") for r in refs}
+
+    def poll(self, refs):
+        return {r.task: JobState("lost" if self.vanish else ("cancelled" if r.task in self.cancelled else "running"),
+                                 job_id="42") for r in refs}
+
+    def cancel(self, ref):
+        self.cancelled.append(ref.task)
+
+    def log_files(self, ref):
+        return [self.log]
+
+    def payload_out(self, ref):
+        return self.log.parent / "out"
+
+    def script(self, ref):
+        return "#!/bin/bash\necho scripted\n"
+
+
+@dataclass(frozen=True)
+class Settings:
+    hang_min_s: float = 0.5
+    hang_action: str = "cancel"
+    poll_s: float = 0.2
+
+
+def _sweep(tmp_path: Path) -> Path:
+    plan = make_plan(["action=plan", f"output_dir={tmp_path / 's'}", "sweep=full", "dispatcher=alltoall",
+                      "overlap=off", "delay_wgrad=off"])
+    return write_plan(plan, [], render=False)
+
+
+def _log(tmp_path: Path) -> Path:
+    p = tmp_path / "run.log"
+    p.write_text("".join(f" iteration {i}/ 30 | elapsed time per iteration (ms): 100.0 | lm loss: 1.0 |\n"
+                         for i in (1, 2, 3)))
+    return p
+
+
+def _attempt(sweep: Path) -> dict:
+    m = json.loads((sweep / "manifest.json").read_text())
+    return m["variants"][0]["attempts"][0]
+
+
+def test_suspected_hang_is_flagged_cancelled_and_its_log_kept(tmp_path):
+    sweep, backend = _sweep(tmp_path), ScriptedBackend(_log(tmp_path))
+    t0 = time.time()
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], {}, Display("t"), Settings())
+    assert time.time() - t0 < 30
+    a = _attempt(sweep)
+    assert a["status"] == "cancelled" and "suspected_hang" in a["flags"]
+    assert backend.cancelled == ["a2a.ovl0.dw0.r0.a1"]
+    kept = list((sweep / "variants" / "a2a.ovl0.dw0" / "attempt-1" / "logs").iterdir())
+    assert kept and "iteration 3/ 30" in kept[0].read_text()
+
+
+def test_flag_only_hang_action_does_not_cancel(tmp_path):
+    sweep, backend = _sweep(tmp_path), ScriptedBackend(_log(tmp_path), vanish=False)
+
+    seen: list[int] = []
+
+    def poll(refs):  # the job ends by itself after a few polls
+        seen.append(1)
+        return {r.task: JobState("succeeded" if len(seen) > 15 else "running", job_id="42") for r in refs}
+
+    backend.poll = poll
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], {}, Display("t"), Settings(hang_action="flag"))
+    a = _attempt(sweep)
+    assert a["status"] == "succeeded" and "suspected_hang" in a["flags"] and backend.cancelled == []
+
+
+def test_job_that_vanished_is_lost(tmp_path):
+    sweep, backend = _sweep(tmp_path), ScriptedBackend(_log(tmp_path), vanish=True)
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], {}, Display("t"), Settings())
+    assert _attempt(sweep)["status"] == "lost"
+
+
+def test_ctrl_c_on_local_cancels_runs_and_exits_130(tmp_path):
+    out = tmp_path / "s"
+    cmd = [sys.executable, "-m", "experiments.sweep", f"output_dir={out}", "sweep=full", "dispatcher=alltoall",
+           "overlap=off", "delay_wgrad=off", "payload.hold_s=120", "payload.hold_at=start", "poll_s=0.5"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, COLUMNS="200"))
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            m = out / "manifest.json"
+            if m.exists():
+                atts = json.loads(m.read_text())["variants"][0]["attempts"]
+                if atts and atts[0]["status"] in ("submitted", "running"):
+                    break
+            time.sleep(0.5)
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        text, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, text[-2000:]
+    a = json.loads((out / "manifest.json").read_text())["variants"][0]["attempts"][0]
+    assert a["status"] == "cancelled" and "interrupted" in a["flags"]
