@@ -5,6 +5,8 @@
 #                                                #   and the overlap arm forced through with preflight=off
 #   bash scripts/gpu/h200_runs.sh overhead 1 2   # qwen3_moe_1b: sweep run k, then a direct torchrun of the same
 #                                                #   payload and variant.json (interleaved, for k in the arguments)
+#   bash scripts/gpu/h200_runs.sh ep2            # issue 8 (2-GPU machine): the isolation sweep of qwen3_moe_1b at
+#                                                #   EP=2 over both GPUs (alltoall arms; flex pruned: no DeepEP)
 #   bash scripts/gpu/h200_runs.sh pack           # results_gpu/ -> $OUT/results_gpu.tgz
 # Every step goes on when an earlier one fails (each records its exit code in results_gpu/timing.tsv).
 set -u
@@ -32,9 +34,14 @@ run_sweep() { # name, overrides...
 for phase in "$@"; do
   case $phase in
   train)
-    run_sweep tiny_isolation model=tiny_moe model.expert_model_parallel_size=1
-    run_sweep tiny_forced model=tiny_moe model.expert_model_parallel_size=1 preflight=off sweep=full \
-      dispatcher=alltoall overlap=on delay_wgrad=off
+    # one GPU, also on a 2-GPU machine (cluster.gpus_per_node=1: torchrun with one process)
+    run_sweep tiny_isolation model=tiny_moe model.expert_model_parallel_size=1 cluster.gpus_per_node=1
+    run_sweep tiny_forced model=tiny_moe model.expert_model_parallel_size=1 cluster.gpus_per_node=1 \
+      preflight=off sweep=full dispatcher=alltoall overlap=on delay_wgrad=off
+    ;;
+  ep2)
+    run_sweep ep2_isolation model=qwen3_moe_1b model.expert_model_parallel_size=2 cluster.gpus_per_node=2 \
+      sweep=isolation
     ;;
   overhead)
     shift_done=1
