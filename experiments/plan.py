@@ -20,10 +20,10 @@ from experiments.compose import compose_overrides
 from experiments.config import ACTIONS, MODES, PREFLIGHT, ConfigError, _one_of
 from experiments.expand import Expansion, JobSpec, expand
 from experiments.records import SCHEMA_VERSION, Variant
+from launchers.envvars import is_secret  # CONTRACTS §10: one definition of what a secret is
 
 SWEEP_ID_RE = re.compile(r"^\d{8}-\d{6}Z-[0-9a-f]{6}$")
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,11 +162,6 @@ def resolve_mode(mode: str | None, cluster_mode: str | None, executor: str, loca
     if executor == "local" and local_gpus == 0:
         return "validate", "mode=validate: cluster=local found no GPU, so jobs validate instead of training"
     return "train", None
-
-
-def is_secret(name: str, secret_env: tuple[str, ...] = ()) -> bool:
-    """CONTRACTS §10: names containing TOKEN/KEY/SECRET/PASSWORD, or listed in cluster.secret_env."""
-    return name in secret_env or any(m in name.upper() for m in SECRET_MARKERS)
 
 
 def masked_env(env: dict[str, str], secret_env: tuple[str, ...] = ()) -> dict[str, str]:
