@@ -102,6 +102,11 @@ def load_container(cfg: dict[str, Any], cluster: ClusterConfig) -> tuple[Contain
                           f"Valid: {', '.join(group_options('container'))}")
     data = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "container" / f"{cluster.container}.yaml"))
     prof = build(ContainerProfile, data, "container")
+    if cluster.executor == "slurm" and prof.image and not cluster.container_image:
+        raise ConfigError(f"cluster {cluster.name} uses container profile {prof.name}, which runs in the image "
+                          f"{prof.image}, but cluster.container_image is null: the job would run on bare metal "
+                          f"without that stack. Set cluster.container_image={prof.image} (pyxis), or "
+                          f"cluster.container=<a profile with image: null> for a bare-metal cluster")
     if cluster.container_image and prof.image and cluster.container_image != prof.image:
         warnings.append(f"cluster.container_image {cluster.container_image} differs from container profile "
                         f"{prof.name}'s image {prof.image}; versions are taken from the profile")

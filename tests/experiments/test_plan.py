@@ -186,3 +186,8 @@ def test_cli_help_is_fast_and_lazy():
             "print('nemo_run' in sys.modules, 'hydra' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_profile_that_needs_an_image_but_has_none():
+    with pytest.raises(ConfigError, match="cluster.container_image is null"):
+        plan("cluster=h100_slurm", "model=qwen3_30b_a3b", "cluster.container_image=null")
