@@ -156,3 +156,27 @@ def test_planted_secrets_reach_no_file_of_the_sweep(tmp_path, monkeypatch):
         data = p.read_bytes()
         assert env_secret.encode() not in data and cli_secret.encode() not in data, p
     assert "HF_TOKEN=***" in json.dumps(_m(out)["overrides"])
+
+
+def test_nightly_submits_detached_and_collect_records_history(tmp_path):
+    """The nightly flow: sweep=nightly returns once queued (detached, 3 repeats round-robin); action=collect later
+    waits, collects, analyses and records the history database (SQLite here)."""
+    out, db = tmp_path / "s", tmp_path / "history.db"
+    args = [*BASE, f"output_dir={out}", "sweep=nightly", "dispatcher=alltoall", "overlap=on,off",
+            "delay_wgrad=off", f"history.url=sqlite:///{db}"]
+    assert main(args) == 0
+    m = _m(out)
+    order = [(r["variant"], r["repeat"]) for r in m["runs"]]
+    assert [r for _, r in order] == [0, 0, 1, 1, 2, 2] and order[0][0] == order[2][0] == order[4][0]
+    assert all(a["status"] in ("submitted", "running") for v in m["variants"] for a in v["attempts"])
+    sid = m["sweep_id"]
+    assert main([*BASE, "action=collect", f"sweep_id={sid}", f"output_dir={out}", f"history.url=sqlite:///{db}"]) == 0
+    v = _variants(out)
+    assert all(len(v[n]["attempts"]) == 3 for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0"))
+    assert db.exists() and (out / "report" / "history.json").exists() and (out / "report" / "history.html").exists()
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+        run_table = next(t for t in tables if "run" in t)
+        assert con.execute(f"select count(*) from {run_table}").fetchone()[0] == 6
