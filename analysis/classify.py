@@ -341,6 +341,12 @@ def classify(
     found = _findings(log)
     echo = found.pop("_echo", None)
     training_failed = found.pop("_training_failed", None)
+    pre = found.get("preflight_reject")
+    if expect.mode == "train" and pre is not None and "assertion" in found \
+            and pre.details.get("payload_error") == "check_failed":
+        # a training run whose library check asserted (e.g. Bridge's CommOverlapConfig at EP=1, forced through with
+        # preflight=off): the primary reason is the library's own assertion; the payload's diagnosis stays a flag
+        found.pop("preflight_reject")
     s = log.series
     last_it = int(s.iteration[-1]) if len(s) else None
     target = log.train_iters or expect.train_iters or _int(log.config.get("train_iters"))

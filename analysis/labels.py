@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from experiments.records import DISPATCHER_SHORT, DISPATCHERS, FLEX_BACKENDS
+from experiments.records import DISPATCHER_SHORT, DISPATCHERS, FLEX_BACKENDS, canonical_field
 
 if TYPE_CHECKING:
     from analysis.classify import Expectation
@@ -105,7 +105,7 @@ def label_issues(
                 continue
             if key == "moe_flex_dispatcher_backend" and want.get("moe_token_dispatcher_type") != "flex":
                 continue  # the backend field only matters with the flex dispatcher (core default "deepep")
-            if _norm(got[key]) == _norm(wanted):
+            if _norm(canonical_field(key, got[key])) == _norm(canonical_field(key, wanted)):
                 continue
             if (got[key] is None or _norm(got[key]) is None) and source == "log config dump":
                 continue

@@ -164,3 +164,22 @@ class Variant:
             if k in kw and kw[k] is not None:
                 kw[k] = tuple(kw[k])
         return cls(**kw)
+
+
+def canonical_field(key: str, value: Any) -> Any:
+    """The library's meaning of a config value, so that requested and effective values compare equal when the
+    library filled in its own default (used by the payload's mismatch check and the analysis' label check).
+
+    Sources: Megatron-Core ``TransformerConfig.__post_init__`` turns ``recompute_modules=None`` into
+    ``["core_attn"]``; a single-string ``cuda_graph_scope`` is a one-element scope (CASES C04); ``mtp_num_layers``
+    0 and None both mean no MTP.
+    """
+    if key == "recompute_modules":
+        return sorted(value) if isinstance(value, list | tuple) else (["core_attn"] if value is None else value)
+    if key == "cuda_graph_scope":
+        if value is None:
+            return []
+        return sorted([value] if isinstance(value, str) else value)
+    if key == "mtp_num_layers":
+        return value or None
+    return value

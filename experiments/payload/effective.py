@@ -14,6 +14,7 @@ from typing import Any
 
 from experiments.manifest import write_json_atomic
 from experiments.payload.spec import VariantSpec
+from experiments.records import canonical_field
 
 # CONTRACTS §6 "effective" keys, in contract order.
 EFFECTIVE_KEYS = (
@@ -82,15 +83,7 @@ def read_effective(model_cfg: Any, train_cfg: Any = None, extra: dict[str, Any] 
 def _norm(key: str, value: Any) -> Any:
     """Normalise a value for comparison (sources in comments)."""
     value = jsonable(value)
-    if key == "cuda_graph_scope":  # a single string is a one-element scope (CASES C04)
-        if value is None:
-            return []
-        return sorted([value] if isinstance(value, str) else value)
-    if key == "recompute_modules":  # TransformerConfig.__post_init__: None -> ["core_attn"]
-        return sorted(value) if value is not None else ["core_attn"]
-    if key == "mtp_num_layers":  # None and 0 both mean "no MTP" (TransformerConfig mtp checks)
-        return value or None
-    return value
+    return canonical_field(key, value)
 
 
 def requested_values(spec: VariantSpec) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import copy
 import inspect
 import json
 import socket
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,8 @@ def precheck(spec: VariantSpec, cfg: Any, api: BridgeAPI, applied: Applied, out_
         api.runtime_config_update(probe)
     except Exception as e:
         failures.append(library_message(e))
+        # the library's own exception, as a traceback would show it (e.g. Bridge's AssertionError at EP=1)
+        print("".join(traceback.format_exception(e)).rstrip(), file=sys.stderr, flush=True)
     outcome = Outcome(effective=read_effective(model_config_of(probe), probe.train), adjustments=applied.adjustments,
                       failures=failures, library_messages=applied.library_messages, notes=list(applied.notes),
                       not_run=["model build and process-group checks run inside pretrain (see train_start)"])
