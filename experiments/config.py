@@ -194,6 +194,7 @@ class TunnelConfig:
 
     kind: str = "local"
     host: str | None = None
+    port: int | None = None
     user: str | None = None
     identity: str | None = None
     job_dir: str | None = None
@@ -227,6 +228,7 @@ class ClusterConfig:
     container_env: tuple[str, ...] = ()
     env_vars: dict[str, Any] = field(default_factory=dict)
     secret_env: tuple[str, ...] = ()
+    allow_ssh_secrets: bool = False  # CONTRACTS §10: an SSH tunnel would write secrets down; opt in explicitly
     tunnel: TunnelConfig = field(default_factory=TunnelConfig)
     mode: str | None = None
 

@@ -195,7 +195,8 @@ class SlurmBackend:
         from launchers.submit import submit_packed
 
         sub = submit_packed(self.cluster, specs, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
-                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty)
+                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
+                            allow_ssh_secrets=bool(self.cluster.get("allow_ssh_secrets")))
         by_name = {r.name: r for r in sub.runs}
         out = {}
         for ref, spec in zip(refs, specs, strict=True):
@@ -214,7 +215,8 @@ class SlurmBackend:
         from launchers.submit import submit_slurm
 
         subs = submit_slurm(self.cluster, items, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
-                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty)
+                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
+                            allow_ssh_secrets=bool(self.cluster.get("allow_ssh_secrets")))
         by_name = {s.name: s for s in subs}
         out = {}
         for key, item in zip(keys, items, strict=True):
