@@ -155,11 +155,20 @@ def capture_logs(name: str) -> Iterator[list[str]]:
             records.append(record.getMessage())
 
     logger, handler = logging.getLogger(name), _Keep(level=logging.WARNING)
+    # a host process (e.g. NeMo-Run's log_level=ERROR) may have raised levels or disabled logging: the warning
+    # must still be seen here, so lower them for the block and restore them afterwards
+    saved_level, saved_disable = logger.level, logging.root.manager.disable
+    if logger.getEffectiveLevel() > logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    if saved_disable >= logging.WARNING:
+        logging.disable(logging.NOTSET)
     logger.addHandler(handler)
     try:
         yield records
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(saved_level)
+        logging.disable(saved_disable)
 
 
 def apply_variant(cfg: Any, spec: VariantSpec, api: BridgeAPI) -> Applied:

@@ -352,3 +352,24 @@ def test_bridge_without_gpu_falls_back_to_core_checks_for_flex(tmp_path, monkeyp
     assert v.verdict == "pass"
     assert any("validate_flex_dispatcher_backend" in n and "needs a GPU" in n for n in v.doc["checks"]["not_run"])
     assert v.doc["effective"]["moe_flex_dispatcher_backend"] == "deepep"
+
+
+def test_capture_logs_sees_warnings_even_when_the_host_raised_log_levels():
+    """NeMo-Run (log_level=ERROR) or a test before may raise logger levels; the flex fallback warning must still
+    be captured (a CI run in full-suite order missed it before), and the levels come back afterwards."""
+    import logging
+
+    from experiments.payload.bridge_config import capture_logs
+
+    lg = logging.getLogger("megatron.bridge.training.flex_dispatcher_backend")
+    old_root, old_lg = logging.getLogger().level, lg.level
+    logging.getLogger().setLevel(logging.ERROR)
+    lg.setLevel(logging.ERROR)
+    try:
+        with capture_logs("megatron.bridge") as seen:
+            lg.warning("Falling back to alltoall.")
+        assert seen == ["Falling back to alltoall."]
+        assert lg.level == logging.ERROR
+    finally:
+        logging.getLogger().setLevel(old_root)
+        lg.setLevel(old_lg)
