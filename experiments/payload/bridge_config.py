@@ -157,9 +157,13 @@ def capture_logs(name: str) -> Iterator[list[str]]:
     logger, handler = logging.getLogger(name), _Keep(level=logging.WARNING)
     # a host process (e.g. NeMo-Run's log_level=ERROR) may have raised levels or disabled logging: the warning
     # must still be seen here, so lower them for the block and restore them afterwards
-    saved_level, saved_disable = logger.level, logging.root.manager.disable
-    if logger.getEffectiveLevel() > logging.WARNING:
-        logger.setLevel(logging.WARNING)
+    family = [logger] + [lg for n, lg in list(logging.root.manager.loggerDict.items())
+                         if n.startswith(name + ".") and isinstance(lg, logging.Logger)]
+    saved = [(lg, lg.level) for lg in family if lg.level > logging.WARNING or lg is logger]
+    saved_disable = logging.root.manager.disable
+    for lg, _ in saved:
+        if lg.getEffectiveLevel() > logging.WARNING:
+            lg.setLevel(logging.WARNING)
     if saved_disable >= logging.WARNING:
         logging.disable(logging.NOTSET)
     logger.addHandler(handler)
@@ -167,7 +171,8 @@ def capture_logs(name: str) -> Iterator[list[str]]:
         yield records
     finally:
         logger.removeHandler(handler)
-        logger.setLevel(saved_level)
+        for lg, level in saved:
+            lg.setLevel(level)
         logging.disable(saved_disable)
 
 
