@@ -176,9 +176,14 @@ def mask_override(text: str, secret_env: tuple[str, ...] = ()) -> str:
 
 
 def mask_config(cfg: Any, secret_env: tuple[str, ...] = ()) -> Any:
-    """Deep copy of a plain config with every secret-named key's value replaced by ``***``."""
+    """Deep copy of a plain config with every secret-named key's value replaced by ``***``.
+
+    Switches are not values: a boolean or null under a secret-looking name (``cluster.allow_ssh_secrets``) stays,
+    so that the launcher reading the manifest's config sees the user's choice and not a truthy ``***``.
+    """
     if isinstance(cfg, dict):
-        return {k: ("***" if isinstance(k, str) and is_secret(k, secret_env) and not isinstance(v, dict | list)
+        return {k: ("***" if isinstance(k, str) and is_secret(k, secret_env)
+                    and not isinstance(v, dict | list | bool) and v is not None
                     else mask_config(v, secret_env)) for k, v in cfg.items()}
     if isinstance(cfg, list):
         return [mask_config(v, secret_env) for v in cfg]

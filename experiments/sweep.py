@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     from experiments.config import ConfigError
     from experiments.manifest import ManifestError
+    from launchers.errors import LaunchError
 
     try:
         return _dispatch(argv)
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except LaunchError as e:  # launchers/errors.py: a bad profile (2) or the scheduler/transport failing (5)
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -10,12 +10,16 @@ scheduler's view as a manifest status (CONTRACTS §4); the orchestrator never ta
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from launchers import cluster as cl
 from launchers.attempts import RunRef
+from launchers.errors import SchedulerError
+from launchers.shell import Shell
 from launchers.spec import RunSpec
 
 FINAL = ("succeeded", "failed", "cancelled", "timeout", "lost")
@@ -154,7 +158,12 @@ class LocalBackend:
 
 class SlurmBackend:
     """NeMo-Run ``SlurmExecutor`` through the launcher's submit/track modules: every run of a launch is one Slurm
-    job of one NeMo-Run experiment (no ``afterok`` chains); state from squeue/sacct; a job that vanished is lost."""
+    job of one NeMo-Run experiment (no ``afterok`` chains); state from squeue/sacct; a job that vanished is lost.
+
+    Over an SSH tunnel (``cluster.tunnel.kind=ssh``) squeue/sacct/scancel run on the cluster through the tunnel,
+    and the logs and ``out/effective_config.json``, written in the job folder on the cluster (``host_dir``,
+    under ``cluster.tunnel.job_dir``), are copied back into the task folder on this machine when read.
+    """
 
     max_concurrent = None
     enforce_time_limit = False
@@ -169,7 +178,20 @@ class SlurmBackend:
         self.hold_s = hold_s
         self._subs: dict[str, Any] = {}
         self._submitted_at: dict[str, float] = {}
+        self._sh: Shell | None = None
+        self.remote = cl.tunnel_field(self.cluster, "kind", "local") == "ssh"
+        # only a real ``true`` opts in (an older manifest masked this switch to a truthy "***")
+        self.allow_ssh_secrets = self.cluster.get("allow_ssh_secrets") is True
         self._load_known(m)
+
+    def _shell(self) -> Shell:
+        """Where squeue/sacct/scancel run: here on a login node, through the SSH tunnel otherwise (one connection,
+        opened on first use)."""
+        if self._sh is None:
+            from launchers.shell import shell_for
+
+            self._sh = shell_for(self.cluster)
+        return self._sh
 
     def _load_known(self, m: dict[str, Any]) -> None:
         """Rebuild job ids and folders of earlier submissions from the manifest (status/collect/resume)."""
@@ -178,7 +200,7 @@ class SlurmBackend:
                 if a.get("job_id"):
                     ref = RunRef(v["name"], a["repeat"], a["attempt"])
                     self._subs[ref.task] = _Known(a["job_id"], Path(a["job_dir"]) if a.get("job_dir") else None,
-                                                  a.get("pack_step"))
+                                                  a.get("pack_step"), host_dir=a.get("host_dir") or "")
                     self._submitted_at[ref.task] = time.time() - 3600
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobState]:
@@ -196,15 +218,15 @@ class SlurmBackend:
 
         sub = submit_packed(self.cluster, specs, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
                             title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
-                            allow_ssh_secrets=bool(self.cluster.get("allow_ssh_secrets")))
+                            allow_ssh_secrets=self.allow_ssh_secrets)
         by_name = {r.name: r for r in sub.runs}
         out = {}
         for ref, spec in zip(refs, specs, strict=True):
             pr = by_name[spec.name]
-            self._subs[ref.task] = _Known(sub.job.job_id, pr.run_dir, pr.name, sub.job.script)
+            self._subs[ref.task] = _Known(sub.job.job_id, pr.run_dir, pr.name, sub.job.script, pr.host_run_dir)
             self._submitted_at[ref.task] = time.time()
             out[ref.task] = JobState("submitted", job_id=sub.job.job_id, detail=str(pr.run_dir),
-                                     record=(("pack_step", pr.name),))
+                                     record=(("pack_step", pr.name), *self._host_record(pr.host_run_dir)))
         return out
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobState:
@@ -216,15 +238,21 @@ class SlurmBackend:
 
         subs = submit_slurm(self.cluster, items, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
                             title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
-                            allow_ssh_secrets=bool(self.cluster.get("allow_ssh_secrets")))
+                            allow_ssh_secrets=self.allow_ssh_secrets)
         by_name = {s.name: s for s in subs}
         out = {}
         for key, item in zip(keys, items, strict=True):
             s = by_name[item.name]
             self._subs[key] = s
             self._submitted_at[key] = time.time()
-            out[key] = JobState("submitted", job_id=s.job_id, detail=str(s.job_dir))
+            out[key] = JobState("submitted", job_id=s.job_id, detail=str(s.job_dir),
+                                record=self._host_record(s.host_dir))
         return out
+
+    def _host_record(self, host_dir: str) -> tuple[tuple[str, Any], ...]:
+        """The manifest field ``host_dir`` (the job folder on the cluster), recorded over SSH only, so that
+        ``action=status|collect`` in another process can fetch the logs again."""
+        return (("host_dir", host_dir),) if self.remote and host_dir else ()
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
         from launchers.pack import PackedRun, pack_states
@@ -232,13 +260,13 @@ class SlurmBackend:
 
         plain = {self._subs[r.task].job_id: self._submitted_at[r.task] for r in refs
                  if r.task in self._subs and not getattr(self._subs[r.task], "pack_step", None)}
-        st = states(plain) if plain else {}
+        st = states(plain, self._shell()) if plain else {}
         packs: dict[str, list[PackedRun]] = {}
         for r in refs:
             sub = self._subs.get(r.task)
             if sub is not None and getattr(sub, "pack_step", None):
                 packs.setdefault(sub.job_id, []).append(PackedRun(sub.pack_step, None, Path(sub.job_dir)))
-        packed = {(j, name): s for j, runs in packs.items() for name, s in pack_states(j, runs).items()}
+        packed = {(j, name): s for j, runs in packs.items() for name, s in pack_states(j, runs, self._shell()).items()}
         out = {}
         for r in refs:
             sub = self._subs.get(r.task)
@@ -255,21 +283,36 @@ class SlurmBackend:
 
         sub = self._subs.get(ref.task)
         if sub is not None and getattr(sub, "pack_step", None):
-            cancel_packed_run(sub.job_id, sub.pack_step)
+            cancel_packed_run(sub.job_id, sub.pack_step, self._shell())
         elif sub is not None:
-            cancel([sub.job_id])
+            cancel([sub.job_id], self._shell())
 
     def log_files(self, ref: RunRef) -> list[Path]:
-        from launchers.track import log_files
+        """The job's log files on this machine (over SSH: fetched from the cluster first; when the cluster cannot
+        be reached, the copies fetched before)."""
+        from launchers.track import fetch_log_files, log_files
 
         sub = self._subs.get(ref.task)
         if sub is None or sub.job_dir is None:
             return []
+        if self.remote and getattr(sub, "host_dir", ""):
+            with contextlib.suppress(SchedulerError):
+                return fetch_log_files(sub.host_dir, sub.job_id, sub.job_dir, self._shell())
         return log_files(sub.job_dir, sub.job_id)
 
     def payload_out(self, ref: RunRef) -> Path:
+        """The payload's output folder on this machine (over SSH: its ``effective_config.json`` fetched first,
+        when the job wrote one)."""
+        from launchers.track import fetch_files
+
         sub = self._subs.get(ref.task)
-        return Path(sub.job_dir) / "out" if sub is not None and sub.job_dir else self.sweep_dir / "missing"
+        if sub is None or not sub.job_dir:
+            return self.sweep_dir / "missing"
+        out = Path(sub.job_dir) / "out"
+        if self.remote and getattr(sub, "host_dir", ""):
+            with contextlib.suppress(SchedulerError):  # no out/ on the cluster: the job wrote nothing
+                fetch_files(f"{sub.host_dir}/out", out, self._shell(), lambda n: n == "effective_config.json")
+        return out
 
     def script(self, ref: RunRef) -> str | None:
         sub = self._subs.get(ref.task)
@@ -284,3 +327,4 @@ class _Known:
     job_dir: Path | None
     pack_step: str | None = None
     script: str | None = None
+    host_dir: str = ""  # the job folder on the cluster (over SSH; empty on a login node)

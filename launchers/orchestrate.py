@@ -325,10 +325,11 @@ def _collect(sweep_dir: Path, backend: Backend, ref: RunRef) -> None:
     adir = ref.attempt_dir(sweep_dir)
     logs = adir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    secrets = _secret_values(sweep_dir)
     for src in backend.log_files(ref):
         dst = logs / _log_name(src, ref)
         if src.exists() and not dst.exists():
-            shutil.copyfile(src, dst)
+            _copy_masked(src, dst, secrets)
     eff = backend.payload_out(ref) / "effective_config.json"
     if eff.exists() and not (adir / "effective_config.json").exists():
         shutil.copyfile(eff, adir / "effective_config.json")
@@ -343,6 +344,25 @@ def _collect(sweep_dir: Path, backend: Backend, ref: RunRef) -> None:
                 v["adjustments"] = v.get("adjustments", []) + [a for a in adj if json.dumps(a, sort_keys=True)
                                                                not in known]
             manifest.update(sweep_dir, change)
+
+
+def _secret_values(sweep_dir: Path) -> list[bytes]:
+    """The secret values this process passes to jobs (CONTRACTS §10: never in a log this tool copies). Over SSH
+    with ``allow_ssh_secrets=true`` they are written into the job script, whose trace is in the sbatch log."""
+    from launchers.envvars import MASK, cluster_env
+
+    values = cluster_env(manifest.load(sweep_dir)["config"]["cluster"]).secret_values()
+    return [v.encode() for v in values if v != MASK]
+
+
+def _copy_masked(src: Path, dst: Path, secrets: list[bytes]) -> None:
+    """Copy ``src`` to ``dst`` (temp file + rename) with every secret value replaced by ``***``."""
+    data = src.read_bytes()
+    for value in secrets:
+        data = data.replace(value, b"***")
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(dst)
 
 
 def _log_name(src: Path, ref: RunRef) -> str:

@@ -172,14 +172,25 @@ def fetch_log_files(host_dir: str, job_id: str, dest: str | Path, shell: Shell =
     Raises:
         SchedulerError: the remote folder cannot be listed or a file cannot be copied.
     """
-    get = getattr(shell, "get", None)
-    if get is None:
+    if getattr(shell, "get", None) is None:
         return log_files(host_dir, job_id)
+    fetch_files(host_dir, dest, shell, _log_pattern(job_id).match)
+    return log_files(dest, job_id)
+
+
+def fetch_files(host_dir: str, dest: str | Path, shell: Shell, keep: Callable[[str], object]) -> list[Path]:
+    """Copy the files of the cluster's folder ``host_dir`` whose names ``keep`` accepts into ``dest`` (over SSH:
+    ``shell`` is a :class:`launchers.shell.TunnelShell`); existing copies are replaced (logs grow). Returns them.
+
+    Raises:
+        SchedulerError: the remote folder cannot be listed (e.g. it does not exist yet) or a copy failed.
+    """
     res = shell(["ls", "-1", host_dir])
     if res.rc != 0:
         raise SchedulerError(f"cannot list {host_dir} on the cluster: {res.err.strip()}")
-    pattern = _log_pattern(job_id)
     Path(dest).mkdir(parents=True, exist_ok=True)
-    for name in sorted(n for n in res.out.split() if pattern.match(n)):
-        get(f"{host_dir.rstrip('/')}/{name}", str(Path(dest) / name))
-    return log_files(dest, job_id)
+    got = []
+    for name in sorted(n for n in res.out.split() if keep(n)):
+        got.append(Path(dest) / name)
+        shell.get(f"{host_dir.rstrip('/')}/{name}", str(got[-1]))  # type: ignore[attr-defined]
+    return got

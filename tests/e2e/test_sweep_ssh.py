@@ -1,0 +1,148 @@
+"""The SSH tunnel path end to end: a sweep submitted through NeMo-Run's ``SSHTunnel`` with a key file (a laptop
+reaching a cluster's login node) to the local Slurm cluster, through a real OpenSSH server on 127.0.0.1
+(scripts/sshd_local/start.sh). The submitting process is given failing ``sbatch/squeue/sacct/scancel/sinfo`` on its
+PATH, so every scheduler command must go through the tunnel; the job folder lives under ``cluster.tunnel.job_dir``
+(the "cluster" side) and its logs and effective config must be fetched back over SSH.
+
+Environment (defaults match scripts/sshd_local/start.sh): ``MOE_SWEEP_SSH_PORT`` (2222), ``MOE_SWEEP_SSH_KEY``
+(``$SSHD_LOCAL_DIR/client_ed25519``), ``MOE_SWEEP_SSH_USER`` (the current user).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from experiments.sweep import main
+from tests.launchers.conftest import IN_CI, REPO
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+
+SSH_DIR = Path(os.environ.get("SSHD_LOCAL_DIR", "/tmp/moe-sweep-sshd"))
+PORT = int(os.environ.get("MOE_SWEEP_SSH_PORT", os.environ.get("SSHD_LOCAL_PORT", "2222")))
+KEY = Path(os.environ.get("MOE_SWEEP_SSH_KEY", str(SSH_DIR / "client_ed25519")))
+USER = os.environ.get("MOE_SWEEP_SSH_USER", getpass.getuser())
+VARIANT = "a2a.ovl0.dw0"
+SCHEDULER_COMMANDS = ("sbatch", "squeue", "sacct", "scancel", "sinfo")
+
+
+def _ssh_up() -> bool:
+    """A key login works the way NeMo-Run's rsync makes it (system ssh, strict host keys, no prompt)."""
+    if not KEY.is_file():
+        return False
+    res = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-i", str(KEY), "-p", str(PORT),
+                          f"{USER}@127.0.0.1", "true"], capture_output=True, timeout=30, check=False)
+    return res.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def ssh_server() -> None:
+    """The local sshd, started by scripts/sshd_local/start.sh when it is not up (a failure in CI, else a skip)."""
+    if not _ssh_up() and os.geteuid() == 0:
+        subprocess.run(["bash", str(REPO / "scripts" / "sshd_local" / "start.sh")], check=False, timeout=300)
+    if not _ssh_up():
+        why = f"no key login to {USER}@127.0.0.1:{PORT} with {KEY}: bash scripts/sshd_local/start.sh (as root)"
+        if IN_CI:
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+@pytest.fixture
+def laptop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ssh_server: None) -> Path:
+    """This process plays the laptop: Slurm's commands here fail loudly, so only the tunnel can reach Slurm.
+    Returns the folder that plays the cluster's job folder (``cluster.tunnel.job_dir``)."""
+    trap = tmp_path / "no_slurm_here"
+    trap.mkdir()
+    for name in SCHEDULER_COMMANDS:
+        exe = trap / name
+        exe.write_text(f"#!/bin/sh\necho '{name} ran on the submitting machine, not through the SSH tunnel' >&2\n"
+                       "exit 97\n")
+        exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{trap}:{os.environ['PATH']}")
+    for name in ("WANDB_API_KEY", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path / "remote_jobs"
+
+
+def _args(out: Path, remote: Path, key: Path = KEY, *extra: str) -> list[str]:
+    return ["cluster=local_slurm", "allow_dirty=true", "poll_s=1", f"output_dir={out}", "sweep=full",
+            "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",
+            "cluster.tunnel.kind=ssh", "cluster.tunnel.host=127.0.0.1", f"cluster.tunnel.port={PORT}",
+            f"cluster.tunnel.user={USER}", f"cluster.tunnel.identity={key}", f"cluster.tunnel.job_dir={remote}",
+            # the cluster side's interpreter: the login shell's `python` need not have Megatron (a user points
+            # the jobs at their environment the same way)
+            f"+cluster.env_vars.PATH={REPO / '.venv' / 'bin'}:/usr/bin:/bin", *extra]
+
+
+def _attempt(out: Path) -> dict:
+    m = json.loads((out / "manifest.json").read_text())
+    (v,) = [v for v in m["variants"] if v["name"] == VARIANT]
+    (a,) = v["attempts"]
+    return a
+
+
+def test_sweep_through_ssh_tunnel_validates_and_fetches_logs_back(tmp_path, laptop):
+    out = tmp_path / "s"
+    assert main(_args(out, laptop)) == 0
+    a = _attempt(out)
+    assert a["status"] == "succeeded" and a["exit_code"] == 0 and a["job_id"].isdigit()
+    host_dir = Path(a["host_dir"])
+    assert host_dir.is_relative_to(laptop) and host_dir.is_dir()  # the job ran in the "cluster" job folder
+    adir = out / "variants" / VARIANT / "attempt-1"
+    logs = {p.name: p for p in (adir / "logs").iterdir()}
+    rank_log = f"log-moe.{VARIANT}-a1_{a['job_id']}_0.out"
+    assert rank_log in logs and f"sbatch_moe.{VARIANT}-a1_{a['job_id']}.out" in logs
+    # fetched copies of what the job wrote on the cluster side, byte for byte
+    assert logs[rank_log].read_bytes() == (host_dir / rank_log).read_bytes()
+    assert logs[rank_log].stat().st_size > 0
+    eff = json.loads((adir / "effective_config.json").read_text())
+    assert eff == json.loads((host_dir / "out" / "effective_config.json").read_text())
+    assert eff["checks"]["verdict"] == "pass"
+    runs = json.loads((out / "report" / "summary.json").read_text())["runs"]
+    assert [(r["variant"], r["status"]) for r in runs] == [(VARIANT, "validated")]
+    assert "#SBATCH --partition=debug" in (adir / "job.sh").read_text()
+
+
+def test_missing_key_file_is_named_and_nothing_is_submitted(tmp_path, laptop, capsys):
+    out, key = tmp_path / "s", tmp_path / "keys" / "id_missing"
+    rc = main(_args(out, laptop, key))
+    assert rc in (2, 5)
+    assert str(key) in capsys.readouterr().err
+    m = json.loads((out / "manifest.json").read_text()) if (out / "manifest.json").exists() else {"variants": []}
+    assert not [a for v in m["variants"] for a in v.get("attempts", []) if a.get("job_id")]
+    assert not laptop.exists()
+
+
+def test_secret_over_ssh_needs_the_opt_in(tmp_path, laptop, monkeypatch, capsys):
+    """A secret of the submitting environment that the job should get (named in ``cluster.secret_env``; other
+    variables of the laptop are not sent at all) cannot travel over SSH without being written into the job script
+    on the cluster: refused, unless ``cluster.allow_ssh_secrets=true`` (CONTRACTS §10)."""
+    # made at run time, so that the value is not in this file (which the job's code archive ships)
+    value = "planted-ssh-" + secrets.token_hex(6)
+    monkeypatch.setenv("WANDB_API_KEY", value)
+    refused = tmp_path / "refused"
+    rc = main(_args(refused, laptop, KEY, "cluster.secret_env=[WANDB_API_KEY]"))
+    assert rc in (2, 5)
+    err = capsys.readouterr().err
+    assert "WANDB_API_KEY" in err and "allow_ssh_secrets" in err
+    assert not _attempt(refused).get("job_id")
+    assert not laptop.exists()  # refused before anything was copied to the cluster
+
+    allowed = tmp_path / "allowed"
+    assert main(_args(allowed, laptop, KEY, "cluster.secret_env=[WANDB_API_KEY]", "cluster.allow_ssh_secrets=true")) == 0
+    a = _attempt(allowed)
+    assert a["status"] == "succeeded"
+    # the opt-in writes it into the job script on the cluster (that is what the user agreed to) ...
+    scripts = list(laptop.rglob("*_sbatch.sh"))
+    assert scripts and any(value in p.read_text() for p in scripts)
+    # ... but never into the sweep's own records
+    for p in [allowed / "manifest.json", *(allowed / "variants").rglob("*"), *(allowed / "report").rglob("*")]:
+        if p.is_file():
+            assert value.encode() not in p.read_bytes(), p
+    assert "WANDB_API_KEY" in (allowed / "variants" / VARIANT / "attempt-1" / "job.sh").read_text()
