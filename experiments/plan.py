@@ -171,7 +171,9 @@ def masked_env(env: dict[str, str], secret_env: tuple[str, ...] = ()) -> dict[st
 
 def mask_override(text: str, secret_env: tuple[str, ...] = ()) -> str:
     """A command-line override with its value replaced by ``***`` when its key names a secret."""
-    key, sep, _ = text.partition("=")
+    key, sep, value = text.partition("=")
+    if value.strip().lower() in ("true", "false", "null", ""):  # a flag such as allow_ssh_secrets=true is no secret
+        return text
     return f"{key}=***" if sep and is_secret(key.lstrip("+~").split(".")[-1], secret_env) else text
 
 

@@ -12,6 +12,7 @@ state only fills the manifest's scheduling status; the run outcome comes from th
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -37,7 +38,7 @@ def run_new(plan, argv: list[str]) -> int:
 
     sweep_dir = write_plan(plan, argv)
     print_plan(plan, sweep_dir)
-    return _drive(sweep_dir, plan.settings, resume=False)
+    return _drive(sweep_dir, plan.settings, resume=False, cluster=plan.cfg["cluster"])
 
 
 def run_action(action: str, argv: list[str]) -> int:
@@ -79,16 +80,41 @@ def find_sweep(settings) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------- backends
-def make_backend(sweep_dir: Path, m: dict[str, Any]) -> Backend:
-    """The backend for the sweep's cluster profile (local or Slurm)."""
+def make_backend(sweep_dir: Path, m: dict[str, Any], cluster: dict[str, Any] | None = None,
+                 strict: bool = True) -> Backend:
+    """The backend for the sweep's cluster profile (local or Slurm).
+
+    ``cluster``: the unmasked cluster config of this process' plan; without it (resume, collect, cancel) the
+    manifest's is used and every secret it records as ``***`` is taken from this shell's environment.
+    """
     from launchers.backend import LocalBackend, SlurmBackend
 
     cfg = m["config"]
+    cluster = job_cluster(cluster or cfg["cluster"], strict)
     hold = float((cfg.get("payload") or {}).get("hold_s") or 0)
-    if cfg["cluster"]["executor"] == "local":
+    if cluster["executor"] == "local":
         gpus = _first_variant_json(sweep_dir, m)["cluster"]["gpus_per_node"] if m["mode"] == "train" else 0
-        return LocalBackend(sweep_dir, cfg["cluster"], int(gpus or 0), m["name"], hold)
-    return SlurmBackend(sweep_dir, m, REPO, hold)
+        return LocalBackend(sweep_dir, cluster, int(gpus or 0), m["name"], hold)
+    return SlurmBackend(sweep_dir, {**m, "config": {**cfg, "cluster": cluster}}, REPO, hold)
+
+
+def job_cluster(cluster: dict[str, Any], strict: bool = True) -> dict[str, Any]:
+    """The cluster config jobs get: secret env values masked as ``***`` in the manifest come from this process'
+    environment (CONTRACTS §10: they are never written down, so a resume needs them exported).
+
+    Raises:
+        ConfigError: a masked secret is not in the environment (names it and how to fix it).
+    """
+    env = dict(cluster.get("env_vars") or {})
+    for k, v in env.items():
+        if v == "***":
+            if k not in os.environ:
+                if not strict:
+                    continue
+                raise ConfigError(f"cluster.env_vars.{k} is a secret: the sweep recorded it as *** and it is not in "
+                                  f"this shell's environment. Export {k} and run the command again")
+            env[k] = os.environ[k]
+    return {**cluster, "env_vars": env}
 
 
 def _first_variant_json(sweep_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
@@ -101,12 +127,12 @@ def _first_variant_json(sweep_dir: Path, m: dict[str, Any]) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------- the driver
 def _drive(sweep_dir: Path, settings, resume: bool, collect_only: bool = False,
-           history: dict[str, Any] | None = None) -> int:
+           history: dict[str, Any] | None = None, cluster: dict[str, Any] | None = None) -> int:
     """Submit/track/collect/analyse a planned sweep folder. ``history``: command-line history settings that
     override the manifest's (``history.url=``, ``history.enabled=true``)."""
     m = manifest.load(sweep_dir)
     try:
-        backend = make_backend(sweep_dir, m)
+        backend = make_backend(sweep_dir, m, cluster)
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001 - infrastructure (sbatch missing, tunnel down)
@@ -587,7 +613,7 @@ def show_status(sweep_dir: Path) -> int:
 def cancel_sweep(sweep_dir: Path) -> int:
     """``action=cancel``: cancel every unfinished job of the sweep and mark it cancelled."""
     m = manifest.load(sweep_dir)
-    backend = make_backend(sweep_dir, m)
+    backend = make_backend(sweep_dir, m, strict=False)  # cancelling needs no secret values
     n = 0
     for v in m["variants"]:
         for a in v.get("attempts", []):

@@ -159,6 +159,9 @@ def env_report(spec: VariantSpec) -> tuple[dict[str, Any], list[str], list[str]]
             continue
         if have is None:
             problems.append(f"{key} is not set in the job environment (variant.env says {promised!r})")
+        elif promised == SECRET_VALUE and have == SECRET_VALUE:
+            problems.append(f"{key} reached the job as the mask '***', not its value (export it where the sweep "
+                            "is submitted from)")
         elif promised != SECRET_VALUE and str(promised) != have:
             problems.append(f"{key}={have!r} in the job environment, but variant.env says {promised!r}")
     warnings: list[str] = []

@@ -133,3 +133,18 @@ def test_ctrl_c_on_local_cancels_runs_and_exits_130(tmp_path):
     assert proc.returncode == 130, text[-2000:]
     a = json.loads((out / "manifest.json").read_text())["variants"][0]["attempts"][0]
     assert a["status"] == "cancelled" and "interrupted" in a["flags"]
+
+
+def test_masked_secrets_come_from_the_environment_on_resume(monkeypatch):
+    import pytest
+
+    from experiments.config import ConfigError
+    from launchers.orchestrate import job_cluster
+
+    cluster = {"executor": "slurm", "env_vars": {"HF_TOKEN": "***", "TAG": "a b"}}
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match="Export HF_TOKEN"):
+        job_cluster(cluster)
+    assert job_cluster(cluster, strict=False)["env_vars"]["HF_TOKEN"] == "***"
+    monkeypatch.setenv("HF_TOKEN", "value-from-shell")
+    assert job_cluster(cluster)["env_vars"] == {"HF_TOKEN": "value-from-shell", "TAG": "a b"}
