@@ -8,6 +8,7 @@ Every pattern names the log format it comes from (FACTS.md §6, CASES.md C03-C10
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Byte needles that pick candidate lines. Each marker pattern below contains at least one of them
@@ -94,12 +95,16 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
 )
 
 _TRIGGERS = sorted({t for _, ts, _ in _KINDS for t in ts}, key=len, reverse=True)
-# a lookahead finds triggers at every position (overlapping ones too); a found trigger also stands for every
-# trigger it contains ("assertionerror" -> "assertion", "error")
-_TRIGGER_RE = re.compile("(?=(" + "|".join(re.escape(t) for t in _TRIGGERS) + "))")
-_TRIGGER_KINDS: dict[str, tuple[int, ...]] = {
-    t: tuple(i for i, (_, ts, _) in enumerate(_KINDS) if any(u in t for u in ts)) for t in _TRIGGERS
-}
+# the kinds whose pattern may match a line: those with a trigger in the lower-cased line (plain substring tests)
+_TRIGGER_KINDS: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
+    (t, tuple(i for i, (_, ts, _) in enumerate(_KINDS) if t in ts)) for t in _TRIGGERS
+)
+# literal text that every match of a kind's pattern holds (case-sensitive): the pattern is not run without it
+_REQUIRED: dict[str, tuple[str, ...]] = {"exception": ("Error", "Exception")}
+
+# one pass finds the lines that hold a needle: the leftmost needle, then the rest of the line is skipped
+_NEEDLE_RE = re.compile(b"(?:" + b"|".join(re.escape(n) for n in NEEDLES) + rb")[^\n]*")
+WINDOW = 2048  # bytes kept either side of a needle in a very long line
 
 EXCEPTION_RE = re.compile(r"\b([A-Za-z_][\w.]*(?:Error|Exception))\b\s*:\s*(.*)")
 TEXT_LIMIT = 400  # characters kept per evidence line
@@ -126,11 +131,39 @@ def clean_line(raw: bytes) -> str:
 
 def marker_kind(text: str) -> str | None:
     """Return the marker kind of a cleaned line, or None when the line is not failure evidence."""
-    found = _TRIGGER_RE.findall(text.lower())
-    if not found:
-        return None
-    for i in sorted({i for t in found for i in _TRIGGER_KINDS[t]}):
+    low = text.lower()
+    candidates = {i for t, kinds in _TRIGGER_KINDS if t in low for i in kinds}
+    for i in sorted(candidates):
         kind, _, pattern = _KINDS[i]
+        required = _REQUIRED.get(kind)
+        if required is not None and not any(r in text for r in required):
+            continue
         if pattern.search(text):
             return kind
     return None
+
+
+def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str]]:
+    """Failure-marker lines in ``buf[pos:end]``, in order, as (offset of the kept text in ``buf``, text, kind).
+
+    A line (ended by ``\\n``) is a candidate when it holds a needle. The kept text is the ``\\r``-separated
+    segment around the first needle of the line in ``NEEDLES`` order, cut to 2048 bytes either side of it, cleaned
+    by :func:`clean_line`.
+    """
+    for m in _NEEDLE_RE.finditer(buf, pos, end):
+        hit, le = m.span()
+        ls = max(buf.rfind(b"\n", pos, hit) + 1, pos)
+        if le - ls <= WINDOW and buf.find(b"\r", ls, le) == -1:
+            lo, hi = ls, le  # the usual short line: the whole line, wherever its needles are
+        else:
+            for needle in NEEDLES:
+                hit = buf.find(needle, ls, le)
+                if hit != -1:
+                    break
+            lo = max(buf.rfind(b"\r", ls, hit) + 1, ls, hit - WINDOW)
+            hi = buf.find(b"\r", hit, le)
+            hi = min(le if hi == -1 else hi, hit + WINDOW)
+        text = clean_line(buf[lo:hi])
+        kind = marker_kind(text)
+        if kind is not None:
+            yield lo, text, kind

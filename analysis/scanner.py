@@ -2,10 +2,14 @@
 
 Speed notes (benchmarks/parse.py):
 - one regex with the literal prefix ``iteration`` finds iteration *and* memory lines in a single pass over a
-  chunk; one more pass finds Bridge ``Step Time`` lines;
-- iteration lines of one log share a key sequence (a "layout"); the columns a layout holds are picked from the
-  line's values with one ``itemgetter`` call, so a line costs a split, a translate and a list of floats;
-- failure markers are searched before a file's first iteration line and in its last ``tail_bytes``.
+  chunk (``SCAN_RE`` also captures the memory lines' max-allocated value); ``Step Time`` lines are counted with
+  ``bytes.count`` once every iteration line carries its throughput, else found by one more pass;
+- iteration lines of one log share a key sequence (a "layout"). After a file's first iteration line, the lines of
+  a region (a chunk) are checked and converted together when they all have the last accepted layout: one join,
+  two ``translate`` calls, one split, one ``map(float)``; the checks are the per-line ones, and any region where
+  some line fails them goes through the per-line path, so a damaged line costs its region's speed, not numbers;
+- failure markers are searched before a file's first iteration line and in its last ``tail_bytes``
+  (``analysis.markers.scan_markers``: one regex pass for the needles).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.markers import NEEDLES, TEXT_LIMIT, Marker, clean_line, marker_kind
+from analysis.markers import TEXT_LIMIT, Marker, clean_line, scan_markers
 
 MAX_LINE = 1 << 20  # a line with no \n or \r within 1 MiB is dropped
 MARKERS_KEPT = 8  # per marker kind: the first and the last MARKERS_KEPT lines are kept
@@ -38,6 +42,17 @@ _ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # every character an intact Megatron iteration line can hold after "iteration N/ M |"
 _LINE_OK = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _/().,+-:|\t"
 _NAN = float("nan")
+_LINE_OK_NL = _LINE_OK + b"\n"
+_NOT_SEP = bytes(sorted(set(range(256)) - set(b":|\n")))  # translate() deletes these: the separators remain
+# ITER_RE with the max-allocated value of memory lines found in the same pass (groups 1 GB, 2 MB: _MEM_GB_RE /
+# _MEM_MB_RE within the line, ``\s`` there being a blank of that line); then ITER_RE's own alternatives
+# (3-4 memory lines without that value, 5-7 iteration lines). Matches start and end where ITER_RE's do.
+_WS = rb"[ \t\f\v]*"
+SCAN_RE = re.compile(
+    rb"iteration(?:s\)\s*memory \((?:GB\)[^\r\n]*?mem-max-allocated-gigabytes:" + _WS + b"(" + _NUM + b")" + _WS
+    + rb"\||MB\)[^\r\n]*?\|" + _WS + b"max allocated:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|)[^\r\n]*"
+    rb"|s\)\s*memory \(([MG]B)\)([^\r\n]*)|[ \t]+(\d+)[ \t]*/[ \t]*(\d+)[ \t]*\|([^\r\n]*))"
+)
 _INFS = (float("inf"), float("-inf"))
 
 # Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
@@ -92,6 +107,17 @@ def _num(v: bytes) -> float:
     return float(v)
 
 
+def _floats(values: list[bytes]) -> list[float] | None:
+    """The field values as floats (see :func:`_num`); None when one is not a number."""
+    try:
+        return list(map(float, values))
+    except ValueError:
+        try:
+            return [_num(v) for v in values]
+        except ValueError:
+            return None
+
+
 @dataclass(slots=True)
 class _Layout:
     """One key sequence of iteration lines and the columns picked from it."""
@@ -102,6 +128,8 @@ class _Layout:
     has_tflops: bool
     rows: array
     values: array
+    raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
+    picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
 
 
 def _make_layout(keys: list[bytes]) -> _Layout | None:
@@ -127,7 +155,8 @@ def _make_layout(keys: list[bytes]) -> _Layout | None:
             names.append(EXTRA_PREFIX + k.decode())
             picks.append(i)
     getter = operator.itemgetter(*picks) if len(picks) > 1 else (lambda f, i=picks[0]: (f[i],))
-    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, array("q"), array("d"))
+    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, array("q"), array("d"), tuple(keys),
+                   tuple(picks))
 
 
 class Scanner:
@@ -141,6 +170,7 @@ class Scanner:
         self._last_keys: list[bytes] | None = None
         self._last_layout: _Layout | None = None
         self._layout_without_tflops = False  # then Step Time lines must be paired with iteration lines
+        self._fast: _Layout | None = None  # the layout of the last accepted line, when it has a throughput field
         self.nonfinite_rows = array("q")  # rows with a NaN or Inf value in any field
         self.tflops_from_lines = False  # set by columns()
         self.step_tflops_rows = array("q")  # rows whose throughput comes from a paired Step Time line
@@ -290,12 +320,13 @@ class Scanner:
             # every iteration line so far carries its throughput: Step Time lines are only counted
             steps: list[tuple[int, float]] = []
             self.step_lines += buf.count(b"Step Time", pos, end)
+            if self._fast is not None and self.file_has_iter:
+                self._fast_region(self._fast, buf, pos, end, base)
+                return
         else:
             steps = self._step_lines(buf, pos, end)
         j = 0
         last = None
-        it_append, total_append = self.it.append, self.total.append  # hot loop: local bindings
-        line_ok, nan = _LINE_OK, _NAN
         for m in ITER_RE.finditer(buf, pos, end):
             unit, mem_rest, n, total, rest = m.groups()
             if n is None:
@@ -304,52 +335,133 @@ class Scanner:
             while j < len(steps) and steps[j][0] < m.start():
                 self.pending = steps[j][1]
                 j += 1
-            if b"\x1b" in rest:
-                rest = _ANSI_B.sub(b"", rest)
-            if len(rest) > 65536 or rest.translate(None, line_ok):
-                self.damaged += 1
-                continue
-            parts = rest.replace(b"|", b":").split(b":")
-            if len(parts) != 2 * rest.count(b"|") + 1 or parts[-1].strip():
-                self.damaged += 1  # a field without exactly one ':' or text after the last '|' (truncated)
-                continue
-            keys = parts[0::2]
-            layout = self._last_layout if keys == self._last_keys else self._layout(keys)
-            if layout is None:
-                self.damaged += 1
-                continue
-            try:
-                floats = list(map(float, parts[1::2]))
-            except ValueError:
-                try:
-                    floats = [_num(v) for v in parts[1::2]]
-                except ValueError:
-                    self.damaged += 1
-                    continue
-            row = len(self.it)
-            total_value = sum(floats)
-            if total_value != total_value or total_value in _INFS:
-                self.nonfinite_rows.append(row)  # "nan"/"inf" printed in some field
-            floats.append(nan)
-            it_append(int(n))
-            total_append(int(total))
-            layout.rows.append(row)
-            layout.values.extend(layout.getter(floats))
-            pending = self.pending
-            if pending is not None:
-                if not layout.has_tflops and pending == pending:
-                    self.step_tflops_rows.append(row)
-                    self.step_tflops_vals.append(pending)
-                self.pending = None
-            if not self.file_has_iter:
-                self.file_has_iter = True
-                self.file_first_iters.append(int(n))
-                if self.first_off is None:
-                    self.first_off = base + m.start()
-                    self.first_ts = _timestamp(buf, m.start(), pos)
-            last = m
+            if self._line(n, total, rest, buf, m.start(), pos, base):
+                last = m
         if j < len(steps):
             self.pending = steps[-1][1]
+        self._last_line(last, buf, pos, base)
+
+    def _fast_region(self, layout: _Layout, buf: bytes, pos: int, end: int, base: int) -> None:
+        """[pos, end) when the log's lines so far have ``layout``: memory values and iteration lines are collected
+        in one pass, the lines are checked and converted together (:meth:`_add_lines`); when some line does not
+        pass there, every line of the region goes through :meth:`_line`, in order."""
+        ns: list[bytes] = []
+        totals: list[bytes] = []
+        rests: list[bytes] = []
+        starts: list[int] = []
+        gbs: list[bytes] = []
+        mbs: list[bytes] = []
+        for m in SCAN_RE.finditer(buf, pos, end):
+            gb, mb, _, _, n, total, rest = m.groups()
+            if n is not None:
+                ns.append(n)
+                totals.append(total)
+                rests.append(rest)
+                starts.append(m.start())
+            elif gb is not None:
+                gbs.append(gb)
+            elif mb is not None:
+                mbs.append(mb)
+        for values, scale in ((gbs, 1.0), (mbs, 1024.0)):  # Megatron's "MB" are MiB
+            if values:
+                value = max(map(float, values)) / scale
+                self.memory_lines += len(values)
+                if self.peak_gb is None or value > self.peak_gb:
+                    self.peak_gb = value
+        if not rests:
+            return
+        last = None
+        if self._add_lines(layout, ns, totals, rests):
+            last = starts[-1]
+        else:
+            for n, total, rest, at in zip(ns, totals, rests, starts, strict=True):
+                if self._line(n, total, rest, buf, at, pos, base):
+                    last = at
+        if last is not None:
+            self.last_off = base + last
+            self.last_ts = _timestamp(buf, last, pos) or self.last_ts
+
+    def _add_lines(self, layout: _Layout, ns: list[bytes], totals: list[bytes], rests: list[bytes]) -> bool:
+        """Append the iteration lines ``iteration N/ M |rest`` when every one of them has ``layout``'s keys and
+        passes :meth:`_line`'s checks, with the same numbers; False (nothing appended) otherwise.
+
+        The lines are joined with ``\\n``: the joined text holds only the allowed characters, its separators are
+        ``:|`` per field and ``\\n`` per line, and its keys are the layout's, so each line's are.
+        """
+        count, fields = len(rests), len(layout.raw) - 1
+        text = b"\n".join(rests)
+        if max(map(len, rests)) > 65536 or text.translate(None, _LINE_OK_NL):
+            return False
+        if text.translate(None, _NOT_SEP) != (b":|" * fields + b"\n") * (count - 1) + b":|" * fields:
+            return False
+        parts = text.replace(b"|", b":").split(b":")
+        keys, trail = list(layout.raw[:-1]), layout.raw[-1]
+        if parts[0::2] != keys + ([trail + b"\n" + keys[0]] + keys[1:]) * (count - 1) + [trail]:
+            return False
+        floats = _floats(parts[1::2])
+        if floats is None:
+            return False
+        if max(map(len, ns)) > 18 or max(map(len, totals)) > 18:
+            return False  # int64 holds any 18-digit number
+        table = np.array(floats, dtype=np.float64).reshape(count, fields)
+        nonfinite = ~np.isfinite(table).all(axis=1)
+        if np.abs(table[~nonfinite]).max(initial=0.0) >= 1e300:
+            return False  # a sum of finite values might overflow: _line decides
+        row = len(self.it)
+        self.nonfinite_rows.frombytes((np.flatnonzero(nonfinite) + row).astype(np.int64).tobytes())
+        self.it.extend(map(int, ns))
+        self.total.extend(map(int, totals))
+        layout.rows.frombytes(np.arange(row, row + count, dtype=np.int64).tobytes())
+        layout.values.frombytes(np.ascontiguousarray(table[:, layout.picks]).tobytes())
+        self.pending = None  # the layout has its throughput field: a Step Time line before it is not used
+        return True
+
+    def _line(self, n: bytes, total: bytes, rest: bytes, buf: bytes, at: int, pos: int, base: int) -> bool:
+        """One iteration line ``iteration N/ M |rest`` starting at ``buf[at]``; False when it is damaged."""
+        if b"\x1b" in rest:
+            rest = _ANSI_B.sub(b"", rest)
+        if len(rest) > 65536 or rest.translate(None, _LINE_OK):
+            self.damaged += 1
+            return False
+        parts = rest.replace(b"|", b":").split(b":")
+        if len(parts) != 2 * rest.count(b"|") + 1 or parts[-1].strip():
+            self.damaged += 1  # a field without exactly one ':' or text after the last '|' (truncated)
+            return False
+        keys = parts[0::2]
+        layout = self._last_layout if keys == self._last_keys else self._layout(keys)
+        if layout is None:
+            self.damaged += 1
+            return False
+        floats = _floats(parts[1::2])
+        if floats is None:
+            self.damaged += 1
+            return False
+        row = len(self.it)
+        total_value = sum(floats)
+        if total_value != total_value or total_value in _INFS:
+            self.nonfinite_rows.append(row)  # "nan"/"inf" printed in some field
+        floats.append(_NAN)
+        self.it.append(int(n))
+        self.total.append(int(total))
+        layout.rows.append(row)
+        layout.values.extend(layout.getter(floats))
+        if layout.has_tflops:
+            self._fast = layout
+        pending = self.pending
+        if pending is not None:
+            if not layout.has_tflops and pending == pending:
+                self.step_tflops_rows.append(row)
+                self.step_tflops_vals.append(pending)
+            self.pending = None
+        if not self.file_has_iter:
+            self.file_has_iter = True
+            self.file_first_iters.append(int(n))
+            if self.first_off is None:
+                self.first_off = base + at
+                self.first_ts = _timestamp(buf, at, pos)
+        return True
+
+    def _last_line(self, last: re.Match[bytes] | None, buf: bytes, pos: int, base: int) -> None:
         if last is not None:
             self.last_off = base + last.start()
             self.last_ts = _timestamp(buf, last.start(), pos) or self.last_ts
@@ -377,26 +489,8 @@ class Scanner:
             self.peak_gb = value
 
     def _markers(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        starts: dict[int, int] = {}
-        for needle in NEEDLES:
-            i = buf.find(needle, pos, end)
-            while i != -1:
-                ls = max(buf.rfind(b"\n", pos, i) + 1, pos)
-                starts.setdefault(ls, i)
-                le = buf.find(b"\n", i, end)
-                i = -1 if le == -1 else buf.find(needle, le, end)
-        for ls in sorted(starts):
-            hit = starts[ls]
-            le = buf.find(b"\n", hit, end)
-            le = end if le == -1 else le
-            # a \r ends a line too (progress output); very long lines are cut around the hit
-            lo = max(buf.rfind(b"\r", ls, hit) + 1, ls, hit - 2048)
-            hi = buf.find(b"\r", hit, le)
-            hi = min(le if hi == -1 else hi, hit + 2048)
-            text = clean_line(buf[lo:hi])
-            kind = marker_kind(text)
-            if kind is not None:
-                self._keep(Marker(kind, text[:TEXT_LIMIT], self.file, base + lo))
+        for lo, text, kind in scan_markers(buf, pos, end):
+            self._keep(Marker(kind, text[:TEXT_LIMIT], self.file, base + lo))
 
     def _keep(self, marker: Marker) -> None:
         self.counts[marker.kind] = self.counts.get(marker.kind, 0) + 1
