@@ -135,6 +135,8 @@ class _Layout:
 def _make_layout(keys: list[bytes]) -> _Layout | None:
     """Columns for a key sequence; None when it lacks the elapsed-time field (then the line is damaged)."""
     stripped = [k.strip() for k in keys[:-1]]
+    if any(b"\t" in k for k in stripped):
+        return None  # a tab inside a field name is damage (Megatron separates fields with ' | ', never tabs)
     index: dict[bytes, int] = {}
     for i, k in enumerate(stripped):
         index.setdefault(k, i)

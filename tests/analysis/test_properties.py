@@ -113,3 +113,11 @@ def test_any_split_of_a_log_into_pieces_gives_the_same_series(cuts, dropped):
     assert np.array_equal(whole.series.iteration, pieces.series.iteration)
     assert np.array_equal(whole.series.step_ms, pieces.series.step_ms)
     assert whole.marker_counts == pieces.marker_counts
+
+
+def test_a_tab_spliced_into_a_loss_key_is_damage_not_a_new_loss():
+    """Found by hypothesis in CI: 'load_balancing_loss' with a tab spliced in came back as a new loss key."""
+    line = (" [2024-04-06 03:02:12] iteration       71/     100 | consumed samples:         9088 | elapsed time per "
+            "iteration (ms): 5361.6 | lm loss: 1.818812E+00 | l\toad_balancing_loss: 1.013377E+00 | grad norm: 1.300 |")
+    rec = parse_iteration_line(line)
+    assert rec is None or all("\t" not in k for k in rec.losses)
