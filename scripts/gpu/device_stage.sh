@@ -101,7 +101,8 @@ stage_install() {
 }
 
 stage_build_ext() {
-  if "$PY" -c "import transformer_engine_torch" 2>/dev/null && [ "${FORCE_BUILD_EXT:-0}" != 1 ]; then
+  # the extension links against libtorch: import torch first, or the check always fails and the build reruns
+  if "$PY" -c "import torch, transformer_engine_torch" 2>/dev/null && [ "${FORCE_BUILD_EXT:-0}" != 1 ]; then
     echo "build_ext: transformer_engine_torch already importable (prebuilt wheel); FORCE_BUILD_EXT=1 rebuilds"; return 0
   fi
   local src
