@@ -75,6 +75,8 @@ class HistoryStore:
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         self.is_postgres = self.url.get_backend_name() == "postgresql"
         self.engine = self._make_engine()
+        if self.is_sqlite:
+            self._enable_wal()
         self.applied = self.ensure_schema(migrate_to)
 
     # -- connection -------------------------------------------------------------------------------------------
@@ -109,7 +111,6 @@ class HistoryStore:
             dbapi_conn.isolation_level = None  # SQLAlchemy emits BEGIN itself (below)
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA busy_timeout={busy_ms}")
-            cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=FULL")  # a recorded night survives power loss
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
@@ -118,6 +119,36 @@ class HistoryStore:
         def _on_begin(conn: Connection) -> None:
             mode = "IMMEDIATE" if conn.get_execution_options().get("history_write") else "DEFERRED"
             conn.exec_driver_sql(f"BEGIN {mode}")
+
+    def _enable_wal(self) -> None:
+        """Switch the SQLite file to WAL once, under a process-level file lock.
+
+        Changing the journal mode needs an exclusive lock; done on every connect it raced with other processes'
+        open read transactions on a fresh file and could wait the whole busy timeout (seen in a CI run with four
+        concurrent collect steps). WAL is persistent in the file, so later connections need nothing.
+        """
+        db = self.url.database
+        if not db or db == ":memory:" or db.startswith("file:"):
+            return
+        from filelock import FileLock
+
+        with self._translated("switching the database to WAL"), FileLock(db + ".init.lock",
+                                                                          timeout=self.timeout_s):
+            import sqlite3
+
+            raw = None
+            try:
+                raw = self.engine.raw_connection()  # outside SQLAlchemy's BEGIN: no mode change inside a transaction
+                cur = raw.cursor()
+                if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    cur.execute("PRAGMA journal_mode=WAL")
+                cur.close()
+            except sqlite3.Error as e:  # same messages as every other database error (corrupt, locked)
+                raise self._translate(sa_exc.DatabaseError("PRAGMA journal_mode", None, e),
+                                      "switching the database to WAL") from e
+            finally:
+                if raw is not None:
+                    raw.close()
 
     def close(self) -> None:
         """Release the connection pool."""
