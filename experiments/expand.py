@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,17 +57,25 @@ class Expansion:
 
 
 def detect_local_gpus() -> tuple[int, str | None]:
-    """Count local GPUs and map the first one's name to a ``gpu_type`` via ``nvidia-smi`` (0, None without)."""
-    if not shutil.which("nvidia-smi"):
+    """(usable local GPUs, ``gpu_type`` of the first) or (0, None) without a GPU.
+
+    The count is the launcher's own (:func:`launchers.local.detect_gpus`: ``nvidia-smi -L`` capped by
+    ``CUDA_VISIBLE_DEVICES``), so the plan's world size is what the local executor will start; the type comes from
+    the first GPU's name.
+    """
+    from launchers.local import detect_gpus
+
+    count = detect_gpus()
+    if count == 0:
         return 0, None
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                              text=True, timeout=20, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return 0, None
+        return count, None
     names = [n.strip() for n in out.splitlines() if n.strip()]
     gpu_type = next((t for frag, t in _GPU_NAMES if names and frag in names[0].upper()), None)
-    return len(names), gpu_type
+    return count, gpu_type
 
 
 def load_preset(cfg: dict[str, Any]) -> SweepPreset:
