@@ -108,6 +108,9 @@ class ParsedLog:
 
     ``peak_mem_gb``: the largest max-allocated value over all memory lines and ranks (GB as logged; MB/1024).
     ``tflops_source``: "iteration_line", "step_time_line", "mixed" or None when throughput logging was off.
+    ``step_time_lines``: the Bridge ``Step Time`` lines read. Once every iteration line so far carries its own
+    throughput, later chunks' Step Time lines add nothing and are skipped unread, so on a long log this is a lower
+    bound of the lines present, not a count of them.
     Offsets are byte positions in the concatenation of ``files``.
     """
 

@@ -2,12 +2,16 @@
 
 Speed notes (benchmarks/parse.py):
 - one regex with the literal prefix ``iteration`` finds iteration *and* memory lines in a single pass over a
-  chunk (``SCAN_RE`` also captures the memory lines' max-allocated value); ``Step Time`` lines are counted with
-  ``bytes.count`` once every iteration line carries its throughput, else found by one more pass;
+  chunk (``ITER_N_RE``, with ``[^\n]`` for ``[^\r\n]`` when the chunk holds no ``\r``: about twice as fast); the
+  memory lines' max-allocated values are read by one more regex over the joined memory lines; ``Step Time``
+  lines are found by one more pass only while some iteration line lacks its throughput (then they are paired with
+  iteration lines), and are not read at all once every iteration line carries its throughput;
 - iteration lines of one log share a key sequence (a "layout"). After a file's first iteration line, the lines of
   a region (a chunk) are checked and converted together when they all have the last accepted layout: one join,
-  two ``translate`` calls, one split, one ``map(float)``; the checks are the per-line ones, and any region where
-  some line fails them goes through the per-line path, so a damaged line costs its region's speed, not numbers;
+  two ``translate`` calls, then Arrow kernels split the text, compare the keys and cast the values
+  (``analysis.bulk``; a split and ``map(float)`` when Arrow leaves a value to ``float``); the checks are the
+  per-line ones, and any region where some line fails them goes through the per-line path, so a damaged line
+  costs its region's speed, not numbers;
 - failure markers are searched before a file's first iteration line and in its last ``tail_bytes``
   (``analysis.markers.scan_markers``: one regex pass for the needles).
 """
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.bulk import LayoutKernel
 from analysis.markers import TEXT_LIMIT, Marker, clean_line, scan_markers
 
 MAX_LINE = 1 << 20  # a line with no \n or \r within 1 MiB is dropped
@@ -44,15 +49,15 @@ _LINE_OK = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _/()
 _NAN = float("nan")
 _LINE_OK_NL = _LINE_OK + b"\n"
 _NOT_SEP = bytes(sorted(set(range(256)) - set(b":|\n")))  # translate() deletes these: the separators remain
-# ITER_RE with the max-allocated value of memory lines found in the same pass (groups 1 GB, 2 MB: _MEM_GB_RE /
-# _MEM_MB_RE within the line, ``\s`` there being a blank of that line); then ITER_RE's own alternatives
-# (3-4 memory lines without that value, 5-7 iteration lines). Matches start and end where ITER_RE's do.
-_WS = rb"[ \t\f\v]*"
-SCAN_RE = re.compile(
-    rb"iteration(?:s\)\s*memory \((?:GB\)[^\r\n]*?mem-max-allocated-gigabytes:" + _WS + b"(" + _NUM + b")" + _WS
-    + rb"\||MB\)[^\r\n]*?\|" + _WS + b"max allocated:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|)[^\r\n]*"
-    rb"|s\)\s*memory \(([MG]B)\)([^\r\n]*)|[ \t]+(\d+)[ \t]*/[ \t]*(\d+)[ \t]*\|([^\r\n]*))"
-)
+# ITER_RE for a region without "\r" (there ``[^\r\n]`` is ``[^\n]``, which the regex engine scans about twice as fast)
+ITER_N_RE = re.compile(ITER_RE.pattern.replace(rb"[^\r\n]", rb"[^\n]"))
+_WS = rb"[ \t\f\v]*"  # a blank inside one line (``\s`` of _MEM_GB_RE / _MEM_MB_RE applied to one line's text)
+# _MEM_GB_RE / _MEM_MB_RE over the "\n"-joined rests of memory lines: the first value of each line, like ``search``
+# on the line (the match then takes the rest of the line, and a blank never crosses a line)
+_MEM_BULK = {
+    b"GB": re.compile(rb"mem-max-allocated-gigabytes:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|[^\n]*"),
+    b"MB": re.compile(rb"\|" + _WS + b"max allocated:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|[^\n]*"),
+}
 _INFS = (float("inf"), float("-inf"))
 
 # Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
@@ -130,6 +135,7 @@ class _Layout:
     values: array
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
+    kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
 
 
 def _make_layout(keys: list[bytes]) -> _Layout | None:
@@ -319,9 +325,9 @@ class Scanner:
 
     def _iterations(self, buf: bytes, pos: int, end: int, base: int) -> None:
         if len(self.it) and not self._layout_without_tflops:
-            # every iteration line so far carries its throughput: Step Time lines are only counted
+            # every iteration line so far carries its throughput: Step Time lines add nothing and are not read
+            # (``step_lines`` counts the lines read; skipping the count saves a pass over the bytes)
             steps: list[tuple[int, float]] = []
-            self.step_lines += buf.count(b"Step Time", pos, end)
             if self._fast is not None and self.file_has_iter:
                 self._fast_region(self._fast, buf, pos, end, base)
                 return
@@ -344,32 +350,33 @@ class Scanner:
         self._last_line(last, buf, pos, base)
 
     def _fast_region(self, layout: _Layout, buf: bytes, pos: int, end: int, base: int) -> None:
-        """[pos, end) when the log's lines so far have ``layout``: memory values and iteration lines are collected
-        in one pass, the lines are checked and converted together (:meth:`_add_lines`); when some line does not
-        pass there, every line of the region goes through :meth:`_line`, in order."""
+        """[pos, end) when the log's lines so far have ``layout``: memory and iteration lines are found in one pass
+        (``ITER_N_RE`` when the region holds no ``\\r``), memory values are read from the joined memory lines, and
+        the iteration lines are checked and converted together (:meth:`_add_lines`); when some line does not pass
+        there, every line of the region goes through :meth:`_line`, in order."""
         ns: list[bytes] = []
         totals: list[bytes] = []
         rests: list[bytes] = []
         starts: list[int] = []
-        gbs: list[bytes] = []
-        mbs: list[bytes] = []
-        for m in SCAN_RE.finditer(buf, pos, end):
-            gb, mb, _, _, n, total, rest = m.groups()
+        memory: dict[bytes, list[bytes]] = {b"GB": [], b"MB": []}
+        regex = ITER_N_RE if buf.find(b"\r", pos, end) == -1 else ITER_RE
+        for m in regex.finditer(buf, pos, end):
+            unit, mem_rest, n, total, rest = m.groups()
             if n is not None:
                 ns.append(n)
                 totals.append(total)
                 rests.append(rest)
                 starts.append(m.start())
-            elif gb is not None:
-                gbs.append(gb)
-            elif mb is not None:
-                mbs.append(mb)
-        for values, scale in ((gbs, 1.0), (mbs, 1024.0)):  # Megatron's "MB" are MiB
-            if values:
-                value = max(map(float, values)) / scale
-                self.memory_lines += len(values)
-                if self.peak_gb is None or value > self.peak_gb:
-                    self.peak_gb = value
+            else:
+                memory[unit].append(mem_rest)
+        for unit, scale in ((b"GB", 1.0), (b"MB", 1024.0)):  # Megatron's "MB" are MiB
+            if memory[unit]:
+                values = _MEM_BULK[unit].findall(b"\n".join(memory[unit]))
+                if values:
+                    value = max(map(float, values)) / scale
+                    self.memory_lines += len(values)
+                    if self.peak_gb is None or value > self.peak_gb:
+                        self.peak_gb = value
         if not rests:
             return
         last = None
@@ -396,16 +403,20 @@ class Scanner:
             return False
         if text.translate(None, _NOT_SEP) != (b":|" * fields + b"\n") * (count - 1) + b":|" * fields:
             return False
-        parts = text.replace(b"|", b":").split(b":")
-        keys, trail = list(layout.raw[:-1]), layout.raw[-1]
-        if parts[0::2] != keys + ([trail + b"\n" + keys[0]] + keys[1:]) * (count - 1) + [trail]:
-            return False
-        floats = _floats(parts[1::2])
-        if floats is None:
-            return False
         if max(map(len, ns)) > 18 or max(map(len, totals)) > 18:
             return False  # int64 holds any 18-digit number
-        table = np.array(floats, dtype=np.float64).reshape(count, fields)
+        if layout.kernel is None:
+            layout.kernel = LayoutKernel(layout.raw)
+        table = layout.kernel.table(text, count)  # Arrow: keys checked, values converted in C++
+        if table is None:  # a key differs, or a value Arrow leaves to ``float`` ("X (avg Y)", "1_0")
+            parts = text.replace(b"|", b":").split(b":")
+            keys, trail = list(layout.raw[:-1]), layout.raw[-1]
+            if parts[0::2] != keys + ([trail + b"\n" + keys[0]] + keys[1:]) * (count - 1) + [trail]:
+                return False
+            floats = _floats(parts[1::2])
+            if floats is None:
+                return False
+            table = np.array(floats, dtype=np.float64).reshape(count, fields)
         nonfinite = ~np.isfinite(table).all(axis=1)
         if np.abs(table[~nonfinite]).max(initial=0.0) >= 1e300:
             return False  # a sum of finite values might overflow: _line decides

@@ -1,0 +1,77 @@
+"""Arrow kernels behind the scanner's bulk path (``analysis.scanner.Scanner._add_lines``).
+
+The iteration lines of one region that share a layout are joined with ``\\n`` and split, key-checked and converted
+to float64 by pyarrow.compute kernels in C++, so no Python object is made per field (the pure-Python split and
+``float`` per value cost about half of the parse time of a typical log; benchmarks/parse.py).
+
+The answer is the one the per-line path gives, or ``None`` and the caller decides on its own:
+- the caller has already checked the characters and the ``:|``/``\\n`` separator pattern of the joined text;
+- every key must equal the layout's, byte for byte;
+- Arrow's string-to-double cast (fast_float, correctly rounded like Python's ``float``) accepts a subset of what
+  ``float`` accepts, with the same value, except ``nan(...)``; values holding ``(`` (also Megatron's
+  ``X (avg Y)``) are therefore left to the caller, as are values Arrow refuses (``1_000``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def _view(data: bytes) -> pa.Array:
+    """A one-element large_string array over ``data`` without a copy (``data`` must be ASCII: it is not validated)."""
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+    return pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
+
+
+class LayoutKernel:
+    """Expected keys and take-indices of one layout, grown on demand for regions of up to ``capacity`` lines.
+
+    ``raw``: the layout's keys as split from a line (``Layout.raw``): the field keys, then the text after the last
+    ``|`` (usually empty).
+    """
+
+    def __init__(self, raw: tuple[bytes, ...]) -> None:
+        self.keys = list(raw[:-1])
+        self.trail = raw[-1]
+        self.fields = len(self.keys)
+        self.parens = sum(k.count(b"(") for k in raw)  # "(" per line outside the values
+        self.capacity = 0
+        self.expected: pa.Array | None = None
+        self.even: np.ndarray = np.zeros(0, np.int64)
+        self.odd: np.ndarray = np.zeros(0, np.int64)
+
+    def _grow(self, count: int) -> None:
+        cap = max(count, 2 * self.capacity, 256)
+        pattern = self.keys + ([self.trail + b"\n" + self.keys[0]] + self.keys[1:]) * (cap - 1)
+        self.expected = pa.array([k.decode("ascii") for k in pattern], pa.large_string())
+        n = cap * self.fields
+        self.even = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
+        self.odd = np.arange(1, 2 * n, 2, dtype=np.int64)
+        self.capacity = cap
+
+    def table(self, text: bytes, count: int) -> np.ndarray | None:
+        """The values of ``count`` joined lines as a (count, fields) float64 array; None when a key differs from the
+        layout's or some value is not one Arrow converts exactly as ``float`` does (then the caller decides).
+
+        ``text``: the lines' text after ``iteration N/ M |``, joined with ``\\n``, already checked to hold only the
+        allowed ASCII characters and the separator pattern ``(":|" * fields + "\\n") * (count - 1) + ":|" * fields``.
+        """
+        if text.count(b"(") != self.parens * count:
+            return None  # a "(" in some value: "X (avg Y)" or "nan(...)"
+        if count > self.capacity:
+            self._grow(count)
+        n = count * self.fields
+        parts = pc.split_pattern(_view(text.replace(b"|", b":")), ":").flatten()
+        keys = parts.take(self.even[: n + 1])
+        if not pc.all(pc.equal(keys.slice(0, n), self.expected.slice(0, n))).as_py():
+            return None
+        if keys[n].as_py() != self.trail.decode("ascii"):
+            return None
+        values = pc.ascii_trim(parts.take(self.odd[:n]), " \t")
+        try:
+            floats = pc.cast(values, pa.float64())
+        except pa.ArrowInvalid:
+            return None
+        return floats.to_numpy(zero_copy_only=False).reshape(count, self.fields)
