@@ -1,7 +1,8 @@
 """Arrow kernels behind the scanner's bulk path (``analysis.scanner.Scanner._add_lines``).
 
-The iteration lines of one region that share a layout are joined with ``\\n`` and split, key-checked and converted
-to float64 by pyarrow.compute kernels in C++, so no Python object is made per field (the pure-Python split and
+The iteration lines of one region that share a layout are joined with ``\\n``; numpy finds the separators, an
+Arrow string array over the joined bytes (no copy) holds the keys and values, and pyarrow.compute kernels check the
+keys and convert the values to float64 in C++, so no Python object is made per field (the pure-Python split and
 ``float`` per value cost about half of the parse time of a typical log; benchmarks/parse.py).
 
 The answer is the one the per-line path gives, or ``None`` and the caller decides on its own:
@@ -19,10 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def _view(data: bytes) -> pa.Array:
-    """A one-element large_string array over ``data`` without a copy (``data`` must be ASCII: it is not validated)."""
-    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
-    return pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
+def int64_bytes(digits: list[bytes]) -> bytes:
+    """Native int64 bytes of decimal digit strings (``\\d+``, at most 18 digits each: the caller checks), as
+    ``array("q").frombytes`` takes them; the values are ``int``'s."""
+    return pc.cast(pa.array(digits, pa.binary()), pa.int64()).to_numpy().tobytes()
 
 
 class LayoutKernel:
@@ -45,7 +46,7 @@ class LayoutKernel:
     def _grow(self, count: int) -> None:
         cap = max(count, 2 * self.capacity, 256)
         pattern = self.keys + ([self.trail + b"\n" + self.keys[0]] + self.keys[1:]) * (cap - 1)
-        self.expected = pa.array([k.decode("ascii") for k in pattern], pa.large_string())
+        self.expected = pa.array([k.decode("ascii") + ":" for k in pattern], pa.large_string())  # parts keep ":"
         n = cap * self.fields
         self.even = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
         self.odd = np.arange(1, 2 * n, 2, dtype=np.int64)
@@ -63,13 +64,22 @@ class LayoutKernel:
         if count > self.capacity:
             self._grow(count)
         n = count * self.fields
-        parts = pc.split_pattern(_view(text.replace(b"|", b":")), ":").flatten()
+        # the parts, without a copy: a string array over ``text`` cut after every ":" and "|", so that it holds
+        # "key:", " value |", "key:", ..., " value |", then the text after the last "|"
+        data = np.frombuffer(text, dtype=np.uint8)
+        cuts = np.flatnonzero((data == 58) | (data == 124))  # ":" and "|"
+        if len(cuts) != 2 * n:
+            return None
+        offsets = np.empty(2 * n + 2, dtype=np.int64)
+        offsets[0], offsets[-1] = 0, len(text)
+        np.add(cuts, 1, out=offsets[1:-1])
+        parts = pa.Array.from_buffers(pa.large_string(), 2 * n + 1, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
         keys = parts.take(self.even[: n + 1])
         if not pc.all(pc.equal(keys.slice(0, n), self.expected.slice(0, n))).as_py():
             return None
         if keys[n].as_py() != self.trail.decode("ascii"):
             return None
-        values = pc.ascii_trim(parts.take(self.odd[:n]), " \t")
+        values = pc.ascii_trim(parts.take(self.odd[:n]), " \t|")  # " value |" -> "value"
         try:
             floats = pc.cast(values, pa.float64())
         except pa.ArrowInvalid:
