@@ -405,7 +405,7 @@ class Scanner:
         if text.translate(None, _LINE_OK_NOT_SEP) != (b":|" * fields + b"\n") * (count - 1) + b":|" * fields:
             return False
         if max(map(len, ns)) > 18 or max(map(len, totals)) > 18:
-            return False  # int64 holds any 18-digit number
+            return False  # the lines with longer numbers are damaged (:meth:`_line`)
         if layout.kernel is None:
             layout.kernel = LayoutKernel(layout.raw)
         table = layout.kernel.table(text, count)  # Arrow: keys checked, values converted in C++
@@ -435,6 +435,9 @@ class Scanner:
         """One iteration line ``iteration N/ M |rest`` starting at ``buf[at]``; False when it is damaged."""
         if b"\x1b" in rest:
             rest = _ANSI_B.sub(b"", rest)
+        if len(n) > 18 or len(total) > 18:  # int64 holds any 18-digit number; a longer one is damage
+            self.damaged += 1
+            return False
         if len(rest) > 65536 or rest.translate(None, _LINE_OK):
             self.damaged += 1
             return False

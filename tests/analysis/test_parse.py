@@ -218,6 +218,15 @@ def test_interleaved_ranks_drop_damaged_lines_only():
     assert log.damaged_lines == 2
 
 
+@pytest.mark.parametrize("first", [1, 3])  # per-line path (the number in the first line) and bulk path
+def test_iteration_number_beyond_int64_is_damage_not_a_crash(first):
+    lines = [iteration_line(i, 10) for i in range(1, 6)]
+    lines[first] = lines[first].replace(f"iteration {first + 1:8d}/", "iteration 99999999999999999999/")
+    log = parse_lines(lines)
+    assert list(log.series.iteration) == [i for i in range(1, 6) if i != first + 1]
+    assert log.damaged_lines == 1
+
+
 def test_truncated_at_a_field_boundary_is_dropped_when_full_lines_exist():
     full = [iteration_line(i, 10) for i in range(1, 6)]
     cut = full[2][: full[2].index(" lm loss")]  # ends right after "|"

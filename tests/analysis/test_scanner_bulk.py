@@ -51,7 +51,12 @@ def _same(a: ParsedLog, b: ParsedLog) -> None:
 def _line(i: int, data) -> str:
     line = iteration_line(i, 10**6, step_ms=500.0 + i, loss=7.0 - i / 100, extra={"mtp_1 loss": 2.0 + i / 7},
                           ts=data.draw(st.sampled_from(["2026-11-29 15:08:09", None])))
-    kind = data.draw(st.sampled_from(["intact"] * 6 + ["cut", "splice", "value", "blank", "key", "huge", "sep"]))
+    kind = data.draw(st.sampled_from(["intact"] * 6 + ["cut", "splice", "value", "blank", "key", "huge", "sep",
+                                                       "bignum"]))
+    if kind == "bignum":  # an iteration number or total beyond int64 (18 digits fit, 19 may not)
+        digits = "9" * data.draw(st.integers(18, 21))
+        return line.replace(f"{i:8d}/", f"{digits}/") if data.draw(st.booleans()) else line.replace(
+            f"/{10**6:8d}", f"/{digits}")
     if kind == "cut":
         return line[:data.draw(st.integers(0, len(line)))]
     if kind == "splice":
