@@ -13,7 +13,7 @@ Speed notes (benchmarks/parse.py):
   per-line ones, and any region where some line fails them goes through the per-line path, so a damaged line
   costs its region's speed, not numbers;
 - failure markers are searched before a file's first iteration line and in its last ``tail_bytes``
-  (``analysis.markers.scan_markers``: one regex pass for the needles).
+  (``analysis.markers.scan_markers``: one RE2 pass for the needles).
 """
 
 from __future__ import annotations

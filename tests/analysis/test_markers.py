@@ -1,0 +1,47 @@
+"""Failure-marker candidates: the parser's needle pass must find every line that some marker pattern matches."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analysis.markers import _KINDS, NEEDLES, marker_kind, scan_markers
+from analysis.parse import parse_lines
+from tests.analysis import test_properties  # noqa: F401  (loads the "analysis" hypothesis profile)
+
+
+@pytest.mark.parametrize("kind,triggers,pattern", _KINDS, ids=[k for k, _, _ in _KINDS])
+@given(data=st.data())
+def test_every_pattern_match_holds_a_trigger_and_a_needle(kind, triggers, pattern, data):
+    text = data.draw(st.from_regex(pattern))
+    low = text.lower()
+    assert any(t in low for t in triggers), (kind, text)
+    assert any(n.decode() in low for n in NEEDLES), (kind, text)
+
+
+# lines the first needle set (a handful of case-sensitive words) let through unseen
+@pytest.mark.parametrize("line,kind", [
+    ("Exception: boom", "exception"),
+    ("HybridEP: dispatch timed out after 100 s", "dispatcher_timeout"),
+    ("found nan in local grad norm", "nan_inf"),
+    ("WARNING: Inf detected in grad", "nan_inf"),
+    ("slurmstepd: NODE_FAIL", "node_failure"),
+    ("Node failure on node01", "node_failure"),
+    ("CUDA out of memory. Tried to allocate 2.00 GiB", "cuda_oom"),
+])
+def test_lines_without_the_old_needles_are_found(line, kind):
+    assert marker_kind(line) == kind
+    assert [m.kind for m in parse_lines(["iteration", line, "noise"]).markers] == [kind]
+
+
+def test_candidate_is_the_leftmost_needle_segment_of_a_long_line():
+    progress = "x" * 5000
+    buf = (progress + "\rRuntimeError: boom\r" + progress + "\n").encode()
+    [(lo, text, kind)] = list(scan_markers(buf, 0, len(buf)))
+    assert (text, kind) == ("RuntimeError: boom", "exception") and lo == 5001
+
+
+def test_number_of_nan_iterations_is_not_a_candidate():
+    # "nan" alone is in every iteration line ("number of nan iterations"): the nan triggers are whole phrases
+    assert not any(n in b"number of nan iterations: 0 |" for n in NEEDLES)
