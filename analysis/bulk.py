@@ -37,11 +37,18 @@ class LayoutKernel:
         self.keys = list(raw[:-1])
         self.trail = raw[-1]
         self.fields = len(self.keys)
-        self.parens = sum(k.count(b"(") for k in raw)  # "(" per line outside the values
+        # the separators of one line and of the text between two lines, with the "(" the keys hold: :meth:`marks`
+        self.line_marks = b"".join(b"(" * k.count(b"(") + b":|" for k in self.keys)
+        self.trail_marks = b"(" * self.trail.count(b"(")
         self.capacity = 0
         self.expected: pa.Array | None = None
         self.even: np.ndarray = np.zeros(0, np.int64)
         self.odd: np.ndarray = np.zeros(0, np.int64)
+
+    def marks(self, count: int) -> bytes:
+        """What ``text.translate(None, <allowed characters but ":|(">)`` gives for ``count`` joined lines of this
+        layout whose values hold no ``(``: its ``(``, ``:``, ``|`` and ``\\n`` in order."""
+        return self.line_marks + (self.trail_marks + b"\n" + self.line_marks) * (count - 1) + self.trail_marks
 
     def _grow(self, count: int) -> None:
         cap = max(count, 2 * self.capacity, 256)
@@ -57,10 +64,9 @@ class LayoutKernel:
         layout's or some value is not one Arrow converts exactly as ``float`` does (then the caller decides).
 
         ``text``: the lines' text after ``iteration N/ M |``, joined with ``\\n``, already checked to hold only the
-        allowed ASCII characters and the separator pattern ``(":|" * fields + "\\n") * (count - 1) + ":|" * fields``.
+        allowed ASCII characters, in the pattern :meth:`marks` (so no value holds a ``(``: not ``X (avg Y)``, not
+        ``nan(...)``, which Arrow would read as NaN and ``float`` refuses).
         """
-        if text.count(b"(") != self.parens * count:
-            return None  # a "(" in some value: "X (avg Y)" or "nan(...)"
         if count > self.capacity:
             self._grow(count)
         n = count * self.fields

@@ -47,8 +47,8 @@ _ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # every character an intact Megatron iteration line can hold after "iteration N/ M |"
 _LINE_OK = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _/().,+-:|\t"
 _NAN = float("nan")
-# translate() deletes these: of a text with only allowed characters, the separators ":|\n" remain, and nothing else
-_LINE_OK_NOT_SEP = _LINE_OK.replace(b":", b"").replace(b"|", b"")
+# translate() deletes these: of a text with only allowed characters, ":|\n(" remain, and nothing else
+_LINE_OK_MARKS = _LINE_OK.replace(b":", b"").replace(b"|", b"").replace(b"(", b"")
 # ITER_RE for a region without "\r" (there ``[^\r\n]`` is ``[^\n]``, which the regex engine scans about twice as fast)
 ITER_N_RE = re.compile(ITER_RE.pattern.replace(rb"[^\r\n]", rb"[^\n]"))
 _WS = rb"[ \t\f\v]*"  # a blank inside one line (``\s`` of _MEM_GB_RE / _MEM_MB_RE applied to one line's text)
@@ -401,14 +401,18 @@ class Scanner:
         text = b"\n".join(rests)
         if max(map(len, rests)) > 65536:
             return False
-        # only allowed characters, and the separators ":|" per field and "\n" per line (one pass for both checks)
-        if text.translate(None, _LINE_OK_NOT_SEP) != (b":|" * fields + b"\n") * (count - 1) + b":|" * fields:
-            return False
         if max(map(len, ns)) > 18 or max(map(len, totals)) > 18:
             return False  # the lines with longer numbers are damaged (:meth:`_line`)
         if layout.kernel is None:
             layout.kernel = LayoutKernel(layout.raw)
-        table = layout.kernel.table(text, count)  # Arrow: keys checked, values converted in C++
+        # one pass checks the characters (all allowed), the separators (":|" per field, "\n" per line) and that
+        # "(" is only where the keys have it; a "(" in a value ("X (avg Y)") leaves the separators to check alone
+        marks = text.translate(None, _LINE_OK_MARKS)
+        table = None
+        if marks == layout.kernel.marks(count):
+            table = layout.kernel.table(text, count)  # Arrow: keys checked, values converted in C++
+        elif marks.replace(b"(", b"") != (b":|" * fields + b"\n") * (count - 1) + b":|" * fields:
+            return False
         if table is None:  # a key differs, or a value Arrow leaves to ``float`` ("X (avg Y)", "1_0")
             parts = text.replace(b"|", b":").split(b":")
             keys, trail = list(layout.raw[:-1]), layout.raw[-1]

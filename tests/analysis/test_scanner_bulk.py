@@ -134,3 +134,15 @@ def test_bulk_path_gives_what_the_line_checks_give(mutate):
     bulk, _ = _parse(lines)
     per_line, _ = _parse(lines, PerLine)
     _same(bulk, per_line)
+
+
+def test_bulk_path_reads_avg_values_like_the_line_path():
+    # Megatron's renamed throughput field (CASES C10) on every line: the bulk path converts it with float, not Arrow
+    label = "compute per GPU (TFLOP/s/GPU)"
+    lines = [iteration_line(i, 100, tflops=496.0 + i, label=label).replace(
+        f"{label}: {496.0 + i:.1f} |", f"{label}: {496.0 + i:.1f} (avg {495.0 + i:.1f}) |") for i in range(1, 30)]
+    bulk, scanner = _parse(lines)
+    per_line, _ = _parse(lines, PerLine)
+    _same(bulk, per_line)
+    assert bulk.series.tflops.tolist() == [496.0 + i for i in range(1, 30)] and bulk.damaged_lines == 0
+    assert scanner._fast is not None
