@@ -1,7 +1,7 @@
 """Log-parser benchmark: parse throughput (MB/s) and peak memory on generated multi-GB-scale logs, next to
 ``grep -c iteration`` on the same file.
 
-    .venv/bin/python benchmarks/parse.py [--mb 1024] [--keep DIR] [--repeats 3]
+    .venv/bin/python benchmarks/parse.py [--mb 1024] [--keep DIR] [--repeats 3] [--against GIT_REV]
 
 Two logs are generated in a temporary folder (or ``--keep DIR``):
 - ``typical.log``: a multi-rank Megatron-Bridge log with one iteration line per ten other lines (Step Time,
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -80,24 +81,43 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time
 """
 
 
-def measure(path: Path, repeats: int) -> dict:
-    """Parse ``path`` ``repeats`` times, each in a fresh process, and run ``grep -c iteration`` after each parse:
-    the median run by parse time, with the range of parse times over the repeats."""
-    runs = []
-    for _ in range(repeats):
-        out = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=REPO, capture_output=True, text=True,
-                             env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
-        result = json.loads(out.stdout)
-        t0 = time.perf_counter()
-        grep = subprocess.run(["grep", "-c", "iteration", str(path)], capture_output=True, text=True)
-        result["grep_s"] = time.perf_counter() - t0
-        result["grep_count"] = int(grep.stdout.strip() or 0)
-        runs.append(result)
-    runs.sort(key=lambda r: r["wall_s"])
+def _parse_once(path: Path, root: Path) -> dict:
+    """One parse of ``path`` in a fresh process with the ``analysis`` package of ``root``, then ``grep -c``."""
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(root)}, check=True)
+    result = json.loads(out.stdout)
+    t0 = time.perf_counter()
+    grep = subprocess.run(["grep", "-c", "iteration", str(path)], capture_output=True, text=True)
+    result["grep_s"] = time.perf_counter() - t0
+    result["grep_count"] = int(grep.stdout.strip() or 0)
+    return result
+
+
+def _median(runs: list[dict]) -> dict:
+    runs = sorted(runs, key=lambda r: r["wall_s"])
     median = dict(runs[len(runs) // 2])
     median["wall_range"] = (runs[0]["wall_s"], runs[-1]["wall_s"])
     median["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
     return median
+
+
+def measure(path: Path, repeats: int, roots: list[Path]) -> list[dict]:
+    """Parse ``path`` ``repeats`` times with each root's ``analysis`` package (alternating, so that a drift of the
+    machine's speed hits every root alike), each in a fresh process followed by ``grep -c iteration``: per root,
+    the median run by parse time, with the range of parse times and the largest RSS."""
+    runs: list[list[dict]] = [[] for _ in roots]
+    for _ in range(repeats):
+        for i, root in enumerate(roots):
+            runs[i].append(_parse_once(path, root))
+    return [_median(r) for r in runs]
+
+
+def baseline_tree(rev: str, folder: Path) -> Path:
+    """The ``analysis`` package of git revision ``rev`` extracted under ``folder`` (raises CalledProcessError with
+    git's message for an unknown revision)."""
+    archive = subprocess.run(["git", "archive", rev, "analysis"], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
 
 
 def main() -> int:
@@ -106,10 +126,14 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="generate into this folder and keep the logs")
     ap.add_argument("--repeats", type=int, default=3, help="parses per log, each in a fresh process (default 3); "
                     "the median is shown, with the range (this machine's speed varies from run to run)")
+    ap.add_argument("--against", metavar="REV", help="also parse with the analysis package of this git revision "
+                    "(runs alternate) and print its speed and the ratio")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="parse-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="parse-bench-base-")) if args.against else None
     try:
+        roots = [REPO] + ([baseline_tree(args.against, base)] if base else [])
         print(f"{'log':<16}{'MB':>7}{'iters':>10}{'MB/s wall':>11}{'(range)':>14}{'MB/s cpu':>10}"
               f"{'peak RSS MB':>13}{'grep MB/s':>11}{'grep/parse':>12}")
         for name, others in (("typical.log", True), ("iterations.log", False)):
@@ -117,17 +141,23 @@ def main() -> int:
             if not path.exists():
                 generate(path, args.mb << 20, others=others)
             mb = path.stat().st_size / (1 << 20)
-            r = measure(path, max(1, args.repeats))
-            lo, hi = (mb / r["wall_range"][1], mb / r["wall_range"][0])
-            print(f"{name:<16}{mb:>7.0f}{r['iterations']:>10}{mb / r['wall_s']:>11.1f}{f'{lo:.0f}-{hi:.0f}':>14}"
-                  f"{mb / r['cpu_s']:>10.1f}{r['peak_rss_mb']:>13.0f}{mb / r['grep_s']:>11.0f}"
-                  f"{r['wall_s'] / r['grep_s']:>11.1f}x")
+            results = measure(path, max(1, args.repeats), roots)
+            for label, r in zip([name, f"  {args.against}"][: len(results)], results, strict=True):
+                lo, hi = (mb / r["wall_range"][1], mb / r["wall_range"][0])
+                print(f"{label[:16]:<16}{mb:>7.0f}{r['iterations']:>10}{mb / r['wall_s']:>11.1f}"
+                      f"{f'{lo:.0f}-{hi:.0f}':>14}{mb / r['cpu_s']:>10.1f}{r['peak_rss_mb']:>13.0f}"
+                      f"{mb / r['grep_s']:>11.0f}{r['wall_s'] / r['grep_s']:>11.1f}x")
+            r = results[0]
             print(f"{'':<16}damaged lines {r['damaged']}, markers {r['markers']}, grep -c iteration {r['grep_count']}")
+            if base:
+                print(f"{'':<16}speed-up over {args.against}: {results[1]['wall_s'] / r['wall_s']:.2f}x (median wall)")
     finally:
         if args.keep is None:
             for p in folder.iterdir():
                 p.unlink()
             folder.rmdir()
+        if base:
+            shutil.rmtree(base)
     return 0
 
 
