@@ -8,10 +8,10 @@ Speed notes (benchmarks/parse.py):
   iteration lines), and are not read at all once every iteration line carries its throughput;
 - iteration lines of one log share a key sequence (a "layout"). After a file's first iteration line, the lines of
   a region (a chunk) are checked and converted together when they all have the last accepted layout: one join,
-  two ``translate`` calls, then Arrow kernels split the text, compare the keys and cast the values
-  (``analysis.bulk``; a split and ``map(float)`` when Arrow leaves a value to ``float``); the checks are the
-  per-line ones, and any region where some line fails them goes through the per-line path, so a damaged line
-  costs its region's speed, not numbers;
+  one ``translate`` (characters, separators, and "(" only in keys), then numpy finds the separators and Arrow
+  kernels compare the keys and cast the values (``analysis.bulk``; a split and ``map(float)`` when Arrow leaves a
+  value to ``float``); the checks are the per-line ones, and any region where some line fails them goes through
+  the per-line path, so a damaged line costs its region's speed, not numbers;
 - failure markers are searched before a file's first iteration line and in its last ``tail_bytes``
   (``analysis.markers.scan_markers``: one RE2 pass for the needles).
 """
