@@ -90,9 +90,11 @@ _REQUIRED: dict[str, tuple[str, ...]] = {"exception": ("Error", "Exception")}
 NEEDLES: tuple[bytes, ...] = tuple(sorted({
     t.encode() for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS)
 }))
-# the leftmost needle of a line, then the rest of the line. RE2 runs a DFA: Python's re tries every alternative at
-# almost every byte of lower-cased text (7x slower here)
-_NEEDLE_RE = re2.compile(b"(?:" + b"|".join(re.escape(n) for n in NEEDLES) + rb")[^\n]*")
+# every needle hit, in one RE2 pass: RE2 runs a DFA, where Python's re tries every alternative at almost every byte
+# of lower-cased text (7x slower here); Latin-1 mode, so that bytes that are not UTF-8 are plain bytes
+_RE2_LATIN1 = re2.Options()
+_RE2_LATIN1.encoding = re2.Options.Encoding.LATIN1
+_NEEDLE_RE = re2.compile(b"|".join(re.escape(n) for n in NEEDLES), _RE2_LATIN1)
 WINDOW = 2048  # bytes kept either side of a needle in a very long line
 
 EXCEPTION_RE = re.compile(r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:\s*(.*)")  # also a bare "Exception: x"
@@ -132,30 +134,38 @@ def marker_kind(text: str) -> str | None:
     return None
 
 
-def _candidate_lines(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """(start, end, leftmost needle) offsets in ``buf`` of every line of ``buf[pos:end]`` (ended by ``\\n``) whose
-    ASCII-lower-cased bytes hold a needle, in order: one RE2 pass (a DFA, whatever the number of needles) over a
-    lower-cased copy."""
+def _candidate_segments(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, int]]:
+    """(start, end) offsets in ``buf`` of the candidate segments of ``buf[pos:end]``, in order: a line (ended by
+    ``\\n``) whose ASCII-lower-cased bytes hold a needle is one segment when it is at most 2048 bytes and holds no
+    ``\\r``; otherwise each ``\\r``-separated part holding a needle is one, cut to 2048 bytes either side of its
+    first needle (a later needle beyond the cut starts another)."""
     low = buf[pos:end].lower()
+    covered = 0
     for m in _NEEDLE_RE.finditer(low):
-        hit, le = m.span()
-        yield pos + low.rfind(b"\n", 0, hit) + 1, pos + le, pos + hit
+        hit = m.start()
+        if hit < covered:
+            continue
+        ls = low.rfind(b"\n", 0, hit) + 1
+        le = low.find(b"\n", hit)
+        if le == -1:
+            le = len(low)
+        if le - ls <= WINDOW and low.find(b"\r", ls, le) == -1:
+            lo, hi = ls, le  # the usual short line: the whole line, wherever its needles are
+        else:
+            lo = max(low.rfind(b"\r", ls, hit) + 1, ls, hit - WINDOW)
+            hi = low.find(b"\r", hit, le)
+            hi = min(le if hi == -1 else hi, hit + WINDOW)
+        covered = max(hi, hit + 1)
+        yield pos + lo, pos + hi
 
 
 def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str]]:
     """Failure-marker lines in ``buf[pos:end]``, in order, as (offset of the kept text in ``buf``, text, kind).
 
-    A line (ended by ``\\n``) is a candidate when its lower-cased text holds a trigger (:data:`NEEDLES`). The kept
-    text is the whole line, or for a line longer than 2048 bytes or holding ``\\r``, the ``\\r``-separated segment
-    around its leftmost needle, cut to 2048 bytes either side of it; it is cleaned by :func:`clean_line`.
+    Candidates are the segments of :func:`_candidate_segments` (a line, or each ``\\r`` part or 4 KiB window of a
+    long line, whose lower-cased text holds a trigger of :data:`NEEDLES`), cleaned by :func:`clean_line`.
     """
-    for ls, le, hit in _candidate_lines(buf, pos, end):
-        if le - ls <= WINDOW and buf.find(b"\r", ls, le) == -1:
-            lo, hi = ls, le  # the usual short line: the whole line, wherever its needles are
-        else:
-            lo = max(buf.rfind(b"\r", ls, hit) + 1, ls, hit - WINDOW)
-            hi = buf.find(b"\r", hit, le)
-            hi = min(le if hi == -1 else hi, hit + WINDOW)
+    for lo, hi in _candidate_segments(buf, pos, end):
         text = clean_line(buf[lo:hi])
         kind = marker_kind(text)
         if kind is not None:

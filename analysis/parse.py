@@ -249,6 +249,15 @@ def parse_files(paths: Sequence[str | Path], *, tail_bytes: int = TAIL_BYTES) ->
     return _result(scanner, names, notes, unreadable)
 
 
+def _encode(line: str) -> bytes:
+    """A str line as the bytes it was read from (``surrogateescape``), or UTF-8 with replacement for a surrogate
+    that no decoding gives (U+D800..U+DC7F, U+DD00..U+DFFF)."""
+    try:
+        return line.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return line.encode("utf-8", "replace")
+
+
 def parse_lines(lines: Iterable[str | bytes], *, name: str = "<lines>", tail_bytes: int = TAIL_BYTES) -> ParsedLog:
     """Parse an iterable of log lines (str or bytes, with or without line ends) as one file called ``name``."""
     scanner = Scanner(tail_bytes)
@@ -256,7 +265,7 @@ def parse_lines(lines: Iterable[str | bytes], *, name: str = "<lines>", tail_byt
     batch: list[bytes] = []
     size = 0
     for line in lines:
-        raw = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else bytes(line)
+        raw = _encode(line) if isinstance(line, str) else bytes(line)
         if not raw.endswith((b"\n", b"\r")):
             raw += b"\n"
         batch.append(raw)

@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.markers import _KINDS, NEEDLES, marker_kind, scan_markers
-from analysis.parse import parse_lines
+from analysis.parse import parse_iteration_line, parse_lines
 from tests.analysis import test_properties  # noqa: F401  (loads the "analysis" hypothesis profile)
+from tests.analysis.synth import iteration_line
 
 
 @pytest.mark.parametrize("kind,triggers,pattern", _KINDS, ids=[k for k, _, _ in _KINDS])
@@ -45,3 +46,32 @@ def test_candidate_is_the_leftmost_needle_segment_of_a_long_line():
 def test_number_of_nan_iterations_is_not_a_candidate():
     # "nan" alone is in every iteration line ("number of nan iterations"): the nan triggers are whole phrases
     assert not any(n in b"number of nan iterations: 0 |" for n in NEEDLES)
+
+
+# found by an adversarial review: one candidate per line at its leftmost needle lost later markers
+@pytest.mark.parametrize("line,kind", [
+    ("loading hybrid model\rRuntimeError: CUDA failure", "exception"),  # "hybrid" is a needle; the marker follows \r
+    ("progress: 0 errors\rslurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2026 DUE TO TIME LIMIT ***",
+     "slurm_time_limit"),
+    ("cfg: hybrid_x " + "a" * 3000 + " RuntimeError: boom", "exception"),  # beyond the 2048-byte window
+])
+def test_every_segment_of_a_line_is_a_candidate(line, kind):
+    lines = [iteration_line(i, 100) for i in range(1, 6)]
+    for log in (parse_lines([line] + lines), parse_lines(lines + [line])):  # set-up region and tail
+        assert [m.kind for m in log.markers] == [kind]
+
+
+@pytest.mark.parametrize("raw,kind,text", [
+    (b"slurmstepd: error: *** JOB 1 ON n1 CANCELLED AT 2026 \xff DUE TO TIME LIMIT ***", "slurm_time_limit", None),
+    (b"srun: error: n\xe91: task 0: Exited with exit code 1", "task_exit_code", None),
+    (b"RuntimeError: caf\xc3 and the rest", "exception", "RuntimeError: caf\ufffd and the rest"),
+])
+def test_bytes_that_are_not_utf8_do_not_cut_a_candidate(raw, kind, text):
+    log = parse_lines([raw, b"x"])
+    assert [m.kind for m in log.markers] == [kind]
+    assert text is None or log.markers[0].text == text
+
+
+def test_str_lines_with_lone_surrogates_do_not_raise():
+    assert [m.kind for m in parse_lines(["RuntimeError: bad \ud800 x"]).markers] == ["exception"]
+    assert parse_iteration_line("iteration 1/1 | elapsed time per iteration (ms): 5 | \udfff") is None
