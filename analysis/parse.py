@@ -172,8 +172,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         source = "mixed" if from_steps and from_lines else "iteration_line" if from_lines else (
             "step_time_line" if from_steps else None
         )
-    ints = {k: np.where(np.isnan(cols[k]), -1, cols[k]).astype(np.int64) if cols[k].dtype.kind == "f" else cols[k]
-            for k in _INT_COLUMNS}
+    ints = {k: _as_int64(cols[k]) if cols[k].dtype.kind == "f" else cols[k] for k in _INT_COLUMNS}
     extras = {k.removeprefix(EXTRA_PREFIX): v for k, v in cols.items() if k.startswith(EXTRA_PREFIX)}
     series = IterationSeries(
         iteration=it,
@@ -247,6 +246,12 @@ def parse_files(paths: Sequence[str | Path], *, tail_bytes: int = TAIL_BYTES) ->
         if size == 0 and not any(u.startswith(f"{name}: ") for u in unreadable):
             notes.append(f"empty file {name}")
     return _result(scanner, names, notes, unreadable)
+
+
+def _as_int64(values: np.ndarray) -> np.ndarray:
+    """A float column of counts as int64, -1 (unknown) where a value is NaN, infinite or beyond int64."""
+    known = np.isfinite(values) & (np.abs(values) < 2.0**63)
+    return np.where(known, values, -1).astype(np.int64)
 
 
 def _encode(line: str) -> bytes:

@@ -262,3 +262,13 @@ def test_parse_files_reads_os_level_symlink_loop(tmp_path):
     os.symlink(loop, loop)
     log = parse_files([loop])
     assert len(log.unreadable) == 1
+
+
+@pytest.mark.parametrize("value", ["inf", "1e19", "-1e300", "nan"])
+def test_count_fields_beyond_int64_are_unknown_without_a_warning(value):
+    import warnings
+    line = iteration_line(3, 10, gbs=8).replace("global batch size:     8", f"global batch size: {value}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        log = parse_lines([iteration_line(i, 10) for i in (1, 2)] + [line])
+    assert log.series.global_batch_size.tolist() == [8, 8, -1]
