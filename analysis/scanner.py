@@ -369,14 +369,9 @@ class Scanner:
                 starts.append(m.start())
             else:
                 memory[unit].append(mem_rest)
-        for unit, scale in ((b"GB", 1.0), (b"MB", 1024.0)):  # Megatron's "MB" are MiB
-            if memory[unit]:
-                values = _MEM_BULK[unit].findall(b"\n".join(memory[unit]))
-                if values:
-                    value = max(map(float, values)) / scale
-                    self.memory_lines += len(values)
-                    if self.peak_gb is None or value > self.peak_gb:
-                        self.peak_gb = value
+        for unit, lines in memory.items():
+            if lines:
+                self._peak(_MEM_BULK[unit].findall(b"\n".join(lines)), unit)
         if not rests:
             return
         last = None
@@ -503,12 +498,18 @@ class Scanner:
 
     def _memory(self, unit: bytes, rest: bytes) -> None:
         m = (_MEM_GB_RE if unit == b"GB" else _MEM_MB_RE).search(rest)
-        if m is None:
-            return
-        value = float(m.group(1)) / (1.0 if unit == b"GB" else 1024.0)  # Megatron's "MB" are MiB
-        self.memory_lines += 1
-        if self.peak_gb is None or value > self.peak_gb:
-            self.peak_gb = value
+        if m is not None:
+            self._peak([m.group(1)], unit)
+
+    def _peak(self, values: list[bytes], unit: bytes) -> None:
+        """Take max-allocated values of memory lines (``unit`` GB or MB, Megatron's "MB" being MiB) into the peak;
+        a negative or infinite value (damage: no allocator reports one) is not a reading."""
+        read = [v for v in map(float, values) if 0.0 <= v < _INFS[0]]
+        if read:
+            value = max(read) / (1.0 if unit == b"GB" else 1024.0)
+            self.memory_lines += len(read)
+            if self.peak_gb is None or value > self.peak_gb:
+                self.peak_gb = value
 
     def _markers(self, buf: bytes, pos: int, end: int, base: int) -> None:
         for lo, text, kind in scan_markers(buf, pos, end):

@@ -272,3 +272,10 @@ def test_count_fields_beyond_int64_are_unknown_without_a_warning(value):
         warnings.simplefilter("error")
         log = parse_lines([iteration_line(i, 10) for i in (1, 2)] + [line])
     assert log.series.global_batch_size.tolist() == [8, 8, -1]
+
+
+@pytest.mark.parametrize("value", ["1e999", "-5"])
+def test_impossible_memory_values_are_not_readings(value):
+    lines = [memory_gb(1, 20.0), memory_gb(2, 30.0).replace("gigabytes: 30.0 |", f"gigabytes: {value} |")]
+    log = parse_lines(lines)
+    assert (log.peak_mem_gb, log.memory_lines) == (20.0, 1)
