@@ -15,6 +15,9 @@ import re2
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
+# a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", also a bare "Exception: ..."
+_EXCEPTION = r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:"
+
 # (kind, literal triggers, pattern), most specific first; a line gets the first kind whose pattern matches.
 # Triggers are lower-case literals, and every match of a kind's pattern, lower-cased, holds one of its triggers
 # (tests/analysis/test_markers.py checks this on strings generated from each pattern). The parser's candidate lines
@@ -74,7 +77,7 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("training_done", ("[after training is done]",), re.compile(r"\[after training is done\]")),
     ("traceback", ("traceback (most recent call last)",), re.compile(r"Traceback \(most recent call last\)")),
     # any other Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", "AttributeError: ..."
-    ("exception", ("error", "exception"), re.compile(r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:")),
+    ("exception", ("error", "exception"), re.compile(_EXCEPTION)),
     ("frame", ('file "',), re.compile(r'File "[^"]+", line \d+, in ')),
 )
 
@@ -97,7 +100,7 @@ _RE2_LATIN1.encoding = re2.Options.Encoding.LATIN1
 _NEEDLE_RE = re2.compile(b"|".join(re.escape(n) for n in NEEDLES), _RE2_LATIN1)
 WINDOW = 2048  # bytes kept either side of a needle in a very long line
 
-EXCEPTION_RE = re.compile(r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:\s*(.*)")  # also a bare "Exception: x"
+EXCEPTION_RE = re.compile(_EXCEPTION + r"\s*(.*)")  # the exception kind's pattern, with the message
 TEXT_LIMIT = 400  # characters kept per evidence line
 
 

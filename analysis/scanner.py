@@ -18,6 +18,7 @@ Speed notes (benchmarks/parse.py):
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from array import array
@@ -504,7 +505,7 @@ class Scanner:
     def _peak(self, values: list[bytes], unit: bytes) -> None:
         """Take max-allocated values of memory lines (``unit`` GB or MB, Megatron's "MB" being MiB) into the peak;
         a negative or infinite value (damage: no allocator reports one) is not a reading."""
-        read = [v for v in map(float, values) if 0.0 <= v < _INFS[0]]
+        read = [v for v in map(float, values) if 0.0 <= v < math.inf]
         if read:
             value = max(read) / (1.0 if unit == b"GB" else 1024.0)
             self.memory_lines += len(read)
