@@ -23,12 +23,16 @@ from typing import Any
 
 from analysis.classify import Expectation, SchedulerInfo, classify
 from analysis.compare import LOSS_TOLERANCE, backend_rates, compare_all
-from analysis.files import atomic_write_json, read_json
+from analysis.files import read_json
 from analysis.labels import label_from_name
 from analysis.parse import group_restart_files, parse_files, restart_key
 from analysis.results import RunConfig, RunResult, Summary
 from analysis.stats import N_BOOT, SEED, compute_stats
-from experiments.records import DEFAULT_ALLOW_ADJUST
+from contracts.atomic import write_json
+from contracts.errors import ManifestError
+from contracts.manifest import Manifest
+from contracts.records import DEFAULT_ALLOW_ADJUST
+from contracts.sweepdir import SweepDir
 
 NOT_LOGS = frozenset({".json", ".png", ".jpg", ".svg", ".html", ".md", ".yaml", ".yml", ".py", ".sh", ".db",
                       ".sqlite", ".pt", ".pdf", ".csv"})
@@ -172,13 +176,12 @@ def _profile_a2a_ms(path: Path) -> float | None:
 # -- sweep folders -----------------------------------------------------------------------------------------------
 def is_sweep_folder(path: Path) -> bool:
     """A folder holding manifest.json (CONTRACTS §3)."""
-    return path.is_dir() and (path / "manifest.json").is_file()
+    return path.is_dir() and SweepDir(path).manifest.is_file()
 
 
-def _sweep_info(manifest: dict[str, Any]) -> dict[str, Any]:
-    keys = ("sweep_id", "name", "git_sha", "created", "model", "cluster")
-    info = {k: manifest.get(k) for k in keys}
-    info["container"] = manifest.get("container") if isinstance(manifest.get("container"), dict) else {}
+def _sweep_info(manifest: Manifest) -> dict[str, Any]:
+    info = {k: getattr(manifest, k) for k in ("sweep_id", "name", "git_sha", "created", "model", "cluster")}
+    info["container"] = manifest.container if isinstance(manifest.container, dict) else {}
     return info
 
 
@@ -188,63 +191,57 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
     group, per-backend failure rates. Writes ``run.json`` into every attempt folder unless ``write_run_json`` is
     False. Raises UsageError when ``sweep_dir`` has no readable manifest.json."""
     options = options or Options(warmup=warmup)
-    sweep_dir = Path(sweep_dir)
+    sd = SweepDir(Path(sweep_dir))
     try:
-        manifest = read_json(sweep_dir / "manifest.json")
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{sweep_dir}: cannot read manifest.json ({exc})") from exc
+        manifest = Manifest.load(sd)
+    except ManifestError as exc:
+        raise UsageError(str(exc)) from exc
     now = time.time() if now is None else now
-    mode = manifest.get("mode") or "train"
     runs: list[RunResult] = []
     notes: list[str] = []
-    variants = [v for v in manifest.get("variants") or [] if isinstance(v, dict) and v.get("name")]
-    multi = any(len({a.get("repeat") for a in v.get("attempts") or []}) > 1 for v in variants)
-    for v in variants:
-        vdir = sweep_dir / "variants" / v["name"]
+    multi = any(len({a.repeat for a in v.attempts}) > 1 for v in manifest.variants)
+    for entry in manifest.variants:
+        v = entry.variant
         try:
-            vjson = read_json(vdir / "variant.json")
+            vjson = read_json(sd.variant_json(v.name))
         except (OSError, ValueError):
             vjson = {}
-        requested = {"dispatcher": v.get("dispatcher"), "overlap": v.get("overlap"),
-                     "delay_wgrad": v.get("delay_wgrad"), **(v.get("axes") or {})}
-        expect = Expectation(mode=vjson.get("mode") or mode, requested=requested, settings=v.get("settings") or {},
-                             allow_adjust=tuple(v.get("allow_adjust") or DEFAULT_ALLOW_ADJUST),
+        requested = {"dispatcher": v.dispatcher, "overlap": v.overlap, "delay_wgrad": v.delay_wgrad, **v.axes}
+        expect = Expectation(mode=vjson.get("mode") or manifest.mode or "train", requested=requested,
+                             settings=v.settings, allow_adjust=tuple(v.allow_adjust or DEFAULT_ALLOW_ADJUST),
                              train_iters=_int((vjson.get("payload") or {}).get("train_iters")))
-        common = dict(variant=v["name"], expect=expect, variant_json=vjson, group=v.get("group") or {},
-                      role=v.get("role"), options=options, display_root=sweep_dir)
-        attempts = [a for a in v.get("attempts") or [] if isinstance(a, dict)]
-        if not attempts:
-            r = analyze_run([], name=v["name"], scheduler=SchedulerInfo(v.get("status")), **common)
-            evidence = tuple(v.get("reasons") or ()) if r.status == "pruned" else r.evidence
+        common = dict(variant=v.name, expect=expect, variant_json=vjson, group=v.group, role=str(v.role),
+                      options=options, display_root=sd.root)
+        if not entry.attempts:
+            r = analyze_run([], name=v.name, scheduler=SchedulerInfo(str(v.status)), **common)
+            evidence = tuple(v.reasons) if r.status == "pruned" else r.evidence
             runs.append(_replace(r, evidence=evidence))
             continue
-        latest = {}
-        for a in sorted(attempts, key=lambda a: a.get("attempt") or 0):
-            latest[a.get("repeat")] = a
-        for a in sorted(attempts, key=lambda a: a.get("attempt") or 0):
-            k = a.get("attempt")
-            adir = vdir / f"attempt-{k}"
-            ldir = sweep_dir / a["log_dir"] if a.get("log_dir") else adir / "logs"
+        ordered = sorted(entry.attempts, key=lambda a: a.attempt)
+        latest = {a.repeat: a for a in ordered}
+        for a in ordered:
+            ref = a.ref(v.name)
+            adir = sd.attempt_dir(ref)
+            ldir = sd.root / a.log_dir if a.log_dir else sd.logs(ref)
             files = log_files(ldir) if ldir.is_dir() else []
             try:
-                effective = read_json(adir / "effective_config.json")
+                effective = read_json(sd.effective_config(ref))
             except (OSError, ValueError):
                 effective = None
             a2a_ms = _profile_a2a_ms(adir / "profile.json")
-            status = a.get("status")
             age = None
-            if status in ("running", "submitted") and files:
+            if a.status.live and files:
                 age = now - max(f.stat().st_mtime for f in files)
-            name = v["name"] if not multi else f"{v['name']}.r{a.get('repeat')}"
-            scheduler = SchedulerInfo(status, a.get("exit_code"), tuple(a.get("flags") or ()))
-            r = analyze_run(files, name=name, attempt=k, repeat=a.get("repeat"), effective=effective,
+            name = v.name if not multi else f"{v.name}.r{a.repeat}"
+            scheduler = SchedulerInfo(str(a.status), a.exit_code, tuple(a.flags))
+            r = analyze_run(files, name=name, attempt=a.attempt, repeat=a.repeat, effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
             if write_run_json and adir.is_dir():
-                atomic_write_json(adir / "run.json", r.to_run_json())
-            if latest.get(a.get("repeat")) is a:
+                write_json(sd.run_json(ref), r.to_run_json(), strict=True)
+            if latest.get(a.repeat) is a:
                 runs.append(r)
             else:
-                notes.append(f"{v['name']} attempt-{k} superseded by a later attempt ({r.status}"
+                notes.append(f"{v.name} attempt-{a.attempt} superseded by a later attempt ({r.status}"
                              + (f": {r.reason})" if r.reason else ")"))
     comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed)
     if not any(r.role == "baseline" for r in runs):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from experiments.records import DISPATCHER_SHORT, DISPATCHERS, FLEX_BACKENDS, canonical_field
+from contracts.records import DISPATCHER_SHORT, DISPATCHERS, FLEX_BACKENDS, canonical_field
 
 if TYPE_CHECKING:
     from analysis.classify import Expectation

@@ -6,8 +6,8 @@ to ``--out``, default ``./report``). Writes summary.json, report.md, report.html
 Exit codes (CONTRACTS §5): 0 every kept run good; 3 a run failed / incomplete / insufficient / invalid; 4 no bad
 run but a slower verdict or a loss divergence; 2 usage error (missing path, unknown baseline, bad option); 1 bug.
 
-Python API for the sweep: ``analyze_sweep(sweep_dir, warmup=None) -> Summary`` and
-``write_report(summary, out_dir) -> list[Path]``; ``summary.exit_code`` is the exit code.
+A thin CLI over the Python API, :mod:`analysis.api`. Only ``--out`` (or, without it, ``<sweep>/report/``) is
+written: with ``--out`` a sweep folder is read only, so a colleague's read-only sweep can be analysed.
 """
 
 from __future__ import annotations
@@ -17,29 +17,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.analyze import Options, UsageError, analyze_files, analyze_sweep, is_sweep_folder
-from analysis.files import atomic_write_bytes, atomic_write_json, atomic_write_text
-from analysis.plots import all_plots
-from analysis.render import document, to_html, to_markdown
-from analysis.results import EXIT_USAGE, Summary
+from analysis.api import Options, UsageError, analyze_files, analyze_sweep, is_sweep_folder, write_report
+from analysis.results import Summary
+from contracts.exits import ExitCode, combine
 
-__all__ = ["analyze_files", "analyze_sweep", "main", "write_report"]
-
-
-def write_report(summary: Summary, out_dir: Path) -> list[Path]:
-    """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths."""
-    out_dir = Path(out_dir)
-    images = all_plots(summary)
-    blocks = document(summary, images)
-    written = []
-    for name, png in images.items():
-        atomic_write_bytes(out_dir / name, png)
-        written.append(out_dir / name)
-    atomic_write_text(out_dir / "report.md", to_markdown(blocks))
-    atomic_write_text(out_dir / "report.html", to_html(blocks, images))
-    atomic_write_json(out_dir / "summary.json", summary.to_json())
-    written += [out_dir / "report.md", out_dir / "report.html", out_dir / "summary.json"]
-    return written
+__all__ = ["main"]
 
 
 class _ArgError(Exception):
@@ -102,20 +84,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--out needs a single sweep folder")
         if sweeps and args.baseline:
             raise UsageError("--baseline is for loose log files; a sweep's baseline comes from its manifest")
-        jobs = ([(analyze_sweep(s, options=options), args.out or s / "report") for s in sweeps] if sweeps
+        jobs = ([(analyze_sweep(s, options=options, write_run_json=args.out is None), args.out or s / "report")
+                 for s in sweeps] if sweeps
                 else [(analyze_files(paths, baseline=args.baseline, options=options), args.out or Path("report"))])
     except (_ArgError, UsageError) as exc:
         print(f"analysis.report: error: {exc}", file=sys.stderr)
         if isinstance(exc, _ArgError):
             parser.print_usage(sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     codes = []
     for summary, out in jobs:
         write_report(summary, out)
         if not args.quiet:
             _print_summary(summary, out)
         codes.append(summary.exit_code)
-    return 3 if 3 in codes else max(codes)
+    return int(combine(*codes))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ import numpy as np
 
 from analysis.parse import IterationSeries
 from analysis.stats import Estimate, StepTime
-from experiments.records import BAD_OUTCOMES, GOOD_OUTCOMES, SCHEMA_VERSION
+from contracts.records import SCHEMA_VERSION
+from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
 
 EXIT_OK = 0
 EXIT_USAGE = 2

@@ -13,6 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.records import DEFAULT_ALLOW_ADJUST, Variant, variant_name
 from experiments.compose import Composed
 from experiments.config import (
     ClusterConfig,
@@ -24,7 +25,6 @@ from experiments.config import (
     TunnelConfig,
     build,
 )
-from experiments.records import DEFAULT_ALLOW_ADJUST, Variant, variant_name
 from experiments.rules import RuleContext, evaluate, min_world_size, parse_version
 
 # nvidia-smi name fragment -> cluster.gpu_type (FACTS §1 GPU generations)

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments import manifest
+from contracts.atomic import write_json, write_text
+from contracts.manifest import Manifest
+from contracts.records import SCHEMA_VERSION, Variant
+from contracts.secrets import mask_config, mask_env, mask_override
+from contracts.sweepdir import SweepDir
 from experiments.compose import compose_overrides
-from experiments.config import ACTIONS, MODES, PREFLIGHT, ConfigError, _one_of
+from experiments.config import ACTIONS, MODES, PREFLIGHT, ConfigError, one_of
 from experiments.expand import Expansion, JobSpec, expand
-from experiments.records import SCHEMA_VERSION, Variant
-from launchers.envvars import is_secret  # CONTRACTS §10: one definition of what a secret is
 
 SWEEP_ID_RE = re.compile(r"^\d{8}-\d{6}Z-[0-9a-f]{6}$")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -47,11 +49,11 @@ class SweepSettings:
     poll_s: float
 
     def __post_init__(self) -> None:
-        _one_of("action", self.action, ACTIONS)
-        _one_of("preflight", self.preflight, PREFLIGHT)
+        one_of("action", self.action, ACTIONS)
+        one_of("preflight", self.preflight, PREFLIGHT)
         if self.mode is not None:
-            _one_of("mode", self.mode, MODES)
-        _one_of("hang_action", self.hang_action, ("cancel", "flag"))
+            one_of("mode", self.mode, MODES)
+        one_of("hang_action", self.hang_action, ("cancel", "flag"))
         if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or self.repeats < 1:
             raise ConfigError(f"repeats={self.repeats!r} must be an integer >= 1")
         if self.sweep_id is not None and self.sweep_id != "latest" and not SWEEP_ID_RE.match(str(self.sweep_id)):
@@ -164,34 +166,6 @@ def resolve_mode(mode: str | None, cluster_mode: str | None, executor: str, loca
     return "train", None
 
 
-def masked_env(env: dict[str, str], secret_env: tuple[str, ...] = ()) -> dict[str, str]:
-    """``env`` with secret values replaced by ``***``."""
-    return {k: ("***" if is_secret(k, secret_env) else v) for k, v in env.items()}
-
-
-def mask_override(text: str, secret_env: tuple[str, ...] = ()) -> str:
-    """A command-line override with its value replaced by ``***`` when its key names a secret."""
-    key, sep, value = text.partition("=")
-    if value.strip().lower() in ("true", "false", "null", ""):  # a flag such as allow_ssh_secrets=true is no secret
-        return text
-    return f"{key}=***" if sep and is_secret(key.lstrip("+~").split(".")[-1], secret_env) else text
-
-
-def mask_config(cfg: Any, secret_env: tuple[str, ...] = ()) -> Any:
-    """Deep copy of a plain config with every secret-named key's value replaced by ``***``.
-
-    Switches are not values: a boolean or null under a secret-looking name (``cluster.allow_ssh_secrets``) stays,
-    so that the launcher reading the manifest's config sees the user's choice and not a truthy ``***``.
-    """
-    if isinstance(cfg, dict):
-        return {k: ("***" if isinstance(k, str) and is_secret(k, secret_env)
-                    and not isinstance(v, dict | list | bool) and v is not None
-                    else mask_config(v, secret_env)) for k, v in cfg.items()}
-    if isinstance(cfg, list):
-        return [mask_config(v, secret_env) for v in cfg]
-    return cfg
-
-
 def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
     """The ``variant.json`` document the payload reads (schema_version 1, docs/HELPERS_BRIEF.md)."""
     job = plan.job(v.name)
@@ -207,7 +181,7 @@ def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
                     "gpus_per_node": job.gpus_per_node, "gpu_type": job.gpu_type, "world_size": job.world_size},
         "container": {k: prof.versions()[k] for k in ("name", "image", "torch", "transformer_engine",
                                                        "megatron_core", "megatron_bridge", "deep_ep")},
-        "env": masked_env(job.env, job.cluster.secret_env),
+        "env": mask_env(job.env, job.cluster.secret_env),
         "payload": {"train_iters": payload.get("train_iters") or 30, "seed": payload.get("seed", 1234),
                     "hold_s": payload.get("hold_s", 0), "hold_at": payload.get("hold_at", "end"),
                     "log_interval": 1},
@@ -265,19 +239,15 @@ def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
     Raises:
         ManifestError: the folder already holds a manifest (use ``sweep_id=`` to resume instead).
     """
-    out = plan.out_dir
+    sd = SweepDir(plan.out_dir)
     doc = manifest_doc(plan)
     secret_env = next(iter(plan.expansion.jobs.values())).cluster.secret_env
     doc["overrides"] = [mask_override(o, secret_env) for o in overrides]
     for v in plan.variants:
         if v.status == "pruned":
             continue
-        vdir = out / "variants" / v.name
-        manifest.write_json_atomic(vdir / "variant.json", variant_payload(plan, v), durable=False)
+        write_json(sd.variant_json(v.name), variant_payload(plan, v))
         if render:
-            text = render_job(plan, v, vdir / "variant.json")
-            tmp = vdir / ".job.sh.tmp"
-            tmp.write_text(text)
-            tmp.replace(vdir / "job.sh")
-    manifest.create(out, doc)
-    return out
+            write_text(sd.job_sh(v.name), render_job(plan, v, sd.variant_json(v.name)))
+    Manifest.from_json(doc).create(sd)
+    return sd.root

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.statuses import FINAL_STATUSES
 from experiments import manifest
-from experiments.records import FINAL_STATUSES
 
 
 def now_iso() -> str:

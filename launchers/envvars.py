@@ -19,15 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")  # CONTRACTS §10
-MASK = "***"
+from contracts.secrets import MASK, is_secret, mask_text
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def is_secret(name: str, secret_env: Iterable[str] = ()) -> bool:
-    """True when ``name`` is a secret: it contains TOKEN/KEY/SECRET/PASSWORD (any case) or is in ``secret_env``."""
-    upper = name.upper()
-    return any(marker in upper for marker in SECRET_MARKERS) or name in set(secret_env)
 
 
 @dataclass(frozen=True)
@@ -102,11 +96,4 @@ def quote_args(args: Iterable[Any]) -> list[str]:
     return [shlex.quote(str(a)) for a in args]
 
 
-def mask_text(text: str, values: Iterable[str]) -> str:
-    """``text`` with every occurrence of each value (and its shell-quoted form) replaced by ``***``."""
-    for value in values:
-        if not value:
-            continue
-        for form in (shlex.quote(value), value):
-            text = text.replace(form, MASK)
-    return text
+__all__ = ["MASK", "JobEnv", "cluster_env", "is_secret", "job_env", "mask_text", "quote_args", "quoted_env"]

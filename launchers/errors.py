@@ -7,14 +7,16 @@
 
 from __future__ import annotations
 
+from contracts.errors import ConfigError, ContractError
 
-class LaunchError(Exception):
+
+class LaunchError(ContractError):
     """Base class of launch-layer errors. ``exit_code`` is the process exit code for it (CONTRACTS §5)."""
 
     exit_code = 1
 
 
-class LaunchConfigError(LaunchError, ValueError):
+class LaunchConfigError(LaunchError, ConfigError):
     """A usage or configuration error (exit code 2). The message names the bad value and the fix."""
 
     exit_code = 2

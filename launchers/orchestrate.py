@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts.statuses import GOOD_OUTCOMES
 from experiments import manifest
 from experiments.config import ConfigError
-from experiments.records import GOOD_OUTCOMES
 from launchers.attempts import RunRef, latest_attempts, new_attempts, set_attempt, set_variant_status
 from launchers.backend import Backend, JobState
 from launchers.progress import Display, RunView, median_step_ms, read_tail, update_from_log
@@ -565,6 +565,8 @@ def analyse(sweep_dir: Path, quiet: bool = False) -> int:
 def _record_history(sweep_dir: Path, m: dict[str, Any], hist: dict[str, Any]) -> int:
     """Record the analysed sweep in the history database, judge tonight against the rolling baseline and write
     ``report/history.json`` + ``report/history.html``. Returns 0, 4 (regression) or 2/5 (database problem)."""
+    from experiments.manifest import write_json_atomic
+
     from analysis.history import (
         HistoryConfig,
         HistoryError,
@@ -573,7 +575,6 @@ def _record_history(sweep_dir: Path, m: dict[str, Any], hist: dict[str, Any]) ->
         record_summary,
         write_trend_page,
     )
-    from experiments.manifest import write_json_atomic
 
     url = hist.get("url")
     try:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.jobs import JobState
+from contracts.slurm import manifest_status
 from launchers import cluster as cl
 from launchers.batch import (
     CONTAINER_JOB_ROOT,
@@ -40,7 +42,6 @@ from launchers.envvars import JobEnv, cluster_env, quote_args, quoted_env
 from launchers.errors import LaunchConfigError, SchedulerError
 from launchers.shell import Shell, local_shell
 from launchers.slurm import JOB_NAME_PREFIX, check_path, default_python, pyxis_image, slurm_executor
-from launchers.track import JobState, manifest_status
 
 PACK_MARGIN_S = 120  # allocation time on top of the runs' budgets: set-up, step start, the summary step
 STEP_START_S = 15  # per run: srun start-up and teardown
@@ -180,7 +181,7 @@ def pack_states(job_id: str, runs: Sequence[PackedRun], shell: Shell = local_she
     for line in res.out.splitlines():
         jid, jname, state, code, elapsed, nodes = (line.split("|") + [""] * 6)[:6]
         c, _, sig = code.partition(":")
-        js = JobState(jid, state, manifest_status(state), int(c) if c.isdigit() else None,
+        js = JobState(manifest_status(state), jid, state, int(c) if c.isdigit() else None,
                       int(sig) if sig.isdigit() else None, int(elapsed) if elapsed.isdigit() else None, nodes)
         if jid == str(job_id):
             alloc = js
@@ -191,10 +192,10 @@ def pack_states(job_id: str, runs: Sequence[PackedRun], shell: Shell = local_she
         if r.name in steps:
             out[r.name] = steps[r.name]
         elif alloc is None or not alloc.final:
-            out[r.name] = JobState(str(job_id), "PENDING", "submitted", reason="waiting for its turn in the pack")
+            out[r.name] = JobState("submitted", str(job_id), "PENDING", reason="waiting for its turn in the pack")
         else:
             status = alloc.status if alloc.status in ("cancelled", "timeout") else "lost"
-            out[r.name] = JobState(str(job_id), alloc.state, status, reason="the allocation ended before this run")
+            out[r.name] = JobState(status, str(job_id), alloc.state, reason="the allocation ended before this run")
     return out
 
 

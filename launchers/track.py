@@ -13,57 +13,15 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from contracts.jobs import JobState
+from contracts.slurm import manifest_status
+from contracts.statuses import ManifestStatus
 from launchers.errors import SchedulerError
 from launchers.shell import Shell, local_shell
 
-# sacct(1)/squeue(1) "JOB STATE CODES" -> manifest status (CONTRACTS §4)
-_STATUS = {
-    "PENDING": "submitted", "REQUEUED": "submitted", "REQUEUE_HOLD": "submitted", "REQUEUE_FED": "submitted",
-    "RESV_DEL_HOLD": "submitted", "SUSPENDED": "submitted", "CONFIGURING": "submitted", "RESIZING": "submitted",
-    "POWER_UP_NODE": "submitted",
-    "RUNNING": "running", "COMPLETING": "running", "STAGE_OUT": "running", "SIGNALING": "running",
-    "COMPLETED": "succeeded",
-    "FAILED": "failed", "NODE_FAIL": "failed", "BOOT_FAIL": "failed", "OUT_OF_MEMORY": "failed",
-    "PREEMPTED": "failed", "SPECIAL_EXIT": "failed",
-    "CANCELLED": "cancelled", "REVOKED": "cancelled",
-    "TIMEOUT": "timeout", "DEADLINE": "timeout",
-}
-FINAL = frozenset({"succeeded", "failed", "cancelled", "timeout", "lost"})
 LOST_GRACE_S = 120.0  # sacct may not know a job for a while after sbatch returns (slurmdbd lag)
-
-
-@dataclass(frozen=True)
-class JobState:
-    """One job as the scheduler sees it.
-
-    ``state``: Slurm's state word (``COMPLETED``, ``TIMEOUT``, ``CANCELLED`` ...; ``UNKNOWN`` when neither squeue nor
-    sacct knows it); ``status``: the manifest status; ``exit_code`` and ``signal`` from sacct's ``ExitCode``
-    (``2:0``; ``None`` while unknown); ``elapsed_s``: seconds run so far; ``nodes``: node list; ``reason``:
-    why it waits or ended (squeue/sacct Reason).
-    """
-
-    job_id: str
-    state: str
-    status: str
-    exit_code: int | None = None
-    signal: int | None = None
-    elapsed_s: int | None = None
-    nodes: str = ""
-    reason: str = ""
-
-    @property
-    def final(self) -> bool:
-        """True once the job can no longer change (succeeded, failed, cancelled, timeout, lost)."""
-        return self.status in FINAL
-
-
-def manifest_status(state: str) -> str:
-    """The manifest status of a Slurm state word (``CANCELLED by 0`` -> ``cancelled``); unknown words -> ``lost``."""
-    word = state.split()[0].rstrip("+") if state.strip() else "UNKNOWN"
-    return _STATUS.get(word, "lost")
 
 
 def _exit(text: str) -> tuple[int | None, int | None]:
@@ -97,17 +55,17 @@ def query(job_ids: Sequence[str], shell: Shell = local_shell) -> dict[str, JobSt
     for line in res.out.splitlines():
         job, state, reason, _, nodes = (line.split("|") + [""] * 5)[:5]
         if job in ids:
-            out[job] = JobState(job, state, manifest_status(state), nodes=nodes, reason=reason)
+            out[job] = JobState(manifest_status(state), job, state, nodes=nodes, reason=reason)
     res = shell(["sacct", "-X", "-n", "-P", "-j", ",".join(ids),
                  "-o", "JobID,State,ExitCode,ElapsedRaw,NodeList,Reason"])
     if res.rc != 0:
         raise SchedulerError(f"sacct failed (is slurmdbd up?): {res.err.strip()}")
     for line in res.out.splitlines():
         job, state, code, elapsed, nodes, reason = (line.split("|") + [""] * 6)[:6]
-        if job not in ids or (job in out and manifest_status(state) not in FINAL):
+        if job not in ids or (job in out and not manifest_status(state).final):
             continue  # the queue's view of a live job is fresher than the accounting record
         exit_code, sig = _exit(code)
-        out[job] = JobState(job, state, manifest_status(state), exit_code, sig, _int(elapsed), nodes, reason)
+        out[job] = JobState(manifest_status(state), job, state, exit_code, sig, _int(elapsed), nodes, reason)
     return out
 
 
@@ -123,8 +81,8 @@ def states(
     known = query(list(submitted), shell)
     for job, t in submitted.items():
         if job not in known:
-            status = "submitted" if now - t < grace_s else "lost"
-            known[job] = JobState(job, "UNKNOWN", status, reason="not in squeue or sacct")
+            status = ManifestStatus.SUBMITTED if now - t < grace_s else ManifestStatus.LOST
+            known[job] = JobState(status, job, "UNKNOWN", reason="not in squeue or sacct")
     return known
 
 

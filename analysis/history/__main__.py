@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
             report = judge_night(args.url, args.night, config=config, timeout_s=args.timeout_s, **sel)
         print(format_report(report))
         if args.json:
-            from analysis.history.trend import atomic_write_text
+            from contracts.atomic import write_text
 
-            atomic_write_text(Path(args.json), json.dumps(report.to_json(), indent=2, default=str))
+            write_text(Path(args.json), json.dumps(report.to_json(), indent=2, default=str))
         return report.exit_code
     except (HistoryError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from typing import Any
 
-from experiments.records import RUN_OUTCOMES
+from contracts.statuses import RunOutcome, values
 
 # Verdicts of the nightly judgement (issue 6).
 REGRESSION = "regression"
@@ -137,9 +137,9 @@ class RunRecord:
     """Every steady iteration's step time (ms), in iteration order."""
 
     def __post_init__(self) -> None:
-        if self.status not in RUN_OUTCOMES:
+        if self.status not in values(RunOutcome):
             raise ValueError(f"run {self.variant} repeat {self.repeat}: status {self.status!r} is not one of "
-                             f"{', '.join(RUN_OUTCOMES)}")
+                             f"{', '.join(values(RunOutcome))}")
 
     @property
     def is_timed(self) -> bool:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
-import tempfile
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from analysis.history.records import (  # noqa: E402
     MetricJudgement,
     NightReport,
 )
+from contracts.atomic import write_text
 
 _CSS = """
 body{font-family:DejaVu Sans,Arial,sans-serif;margin:24px;color:#222;max-width:1300px}
@@ -166,21 +165,4 @@ def render_trend_page(history: SeriesHistory, reports: list[NightReport], out: P
             f"{html.escape(str(history.series))} {tonight.night}</title><style>{_CSS}</style>"
             f"<script>{_SCRIPT}</script></head><body>{head}"
             f"{'<ul>' + warn + '</ul>' if warn else ''}{table}{retired}{plots}</body></html>")
-    return atomic_write_text(out, page)
-
-
-def atomic_write_text(out: Path, content: str) -> Path:
-    """Write ``content`` to ``out`` through a temp file in the same folder and ``os.replace``; return ``out``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(content)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be read by others
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return write_text(out, page)

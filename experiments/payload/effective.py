@@ -12,9 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from experiments.manifest import write_json_atomic
+from contracts.atomic import write_json
+from contracts.records import canonical_field
 from experiments.payload.spec import VariantSpec
-from experiments.records import canonical_field
 
 # CONTRACTS §6 "effective" keys, in contract order.
 EFFECTIVE_KEYS = (
@@ -168,6 +168,6 @@ def write_atomic(path: str | Path, doc: dict[str, Any]) -> Path:
     """Write ``doc`` as JSON to ``path`` atomically (the planner's temp file + ``os.replace`` + fsync writer),
     readable by the launcher and the analysis (mode 0644; the temp file starts as 0600)."""
     p = Path(path)
-    write_json_atomic(p, doc)
+    write_json(p, doc, durable=True)
     os.chmod(p, 0o644)
     return p

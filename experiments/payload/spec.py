@@ -10,8 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from contracts.records import DEFAULT_ALLOW_ADJUST, DISPATCHERS, FLEX_BACKENDS, SCHEMA_VERSION
 from experiments.payload.errors import BadVariantFile
-from experiments.records import DEFAULT_ALLOW_ADJUST, DISPATCHERS, FLEX_BACKENDS, SCHEMA_VERSION
 
 MODES = ("train", "validate")
 # The four knob fields every variant sets explicitly (FACTS §1, CASES C03: "not set" never means "off").

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.report import analyze_sweep, main, write_report
+from analysis.api import analyze_sweep, write_report
+from analysis.report import main
 from analysis.results import Summary
 from tests.analysis.synth import FIXTURES, effective_config, make_sweep, training_log, write_log
 

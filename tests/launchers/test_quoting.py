@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.records import safe_name
+from contracts.records import safe_name
 from launchers.errors import LaunchConfigError
 from launchers.render import render_job_script
 from launchers.spec import JobCommand, RunSpec, check_task_name

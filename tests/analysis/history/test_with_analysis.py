@@ -9,7 +9,7 @@ import random
 
 from analysis.analyze import analyze_sweep
 from analysis.history import judge_night, record_summary
-from analysis.report import write_report
+from analysis.api import write_report
 from tests.analysis import synth
 
 REQ = {"a2a.ovl0.dw0": {"dispatcher": "alltoall", "overlap": False, "delay_wgrad": False},

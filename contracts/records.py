@@ -10,31 +10,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from contracts.statuses import ManifestStatus, Role, values
+
 SCHEMA_VERSION = 1
 
 DISPATCHERS = ("alltoall", "allgather", "deepep", "hybridep", "ncclep")
 FLEX_BACKENDS = ("deepep", "hybridep", "ncclep")
 
-# Manifest statuses (CONTRACTS §4)
-PLAN_STATUSES = ("planned", "pruned", "gated", "skipped")
-LIVE_STATUSES = ("submitted", "running")
-FINAL_STATUSES = ("succeeded", "failed", "cancelled", "timeout", "lost")
-MANIFEST_STATUSES = PLAN_STATUSES + LIVE_STATUSES + FINAL_STATUSES
-
-# Run outcomes written by the analysis stage (CONTRACTS §4)
-RUN_OUTCOMES = (
-    "ok",
-    "ok_with_warning",
-    "validated",
-    "failed",
-    "incomplete",
-    "insufficient_iterations",
-    "invalid_variant",
-    "pruned",
-    "skipped",
-)
-GOOD_OUTCOMES = ("ok", "ok_with_warning", "validated")
-BAD_OUTCOMES = ("failed", "incomplete", "insufficient_iterations", "invalid_variant")
 
 # Fields the payload may change without the run becoming invalid_variant (CONTRACTS §6)
 DEFAULT_ALLOW_ADJUST = ("moe_shared_expert_overlap",)
@@ -117,12 +99,12 @@ class Variant:
     delay_wgrad: bool
     axes: dict[str, Any] = field(default_factory=dict)
     group: dict[str, Any] = field(default_factory=dict)
-    role: str = "variant"  # "baseline" | "variant"
+    role: Role = Role.VARIANT
     stage: int = 1
     stage_name: str = ""
     gate: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
-    status: str = "planned"
+    status: ManifestStatus = ManifestStatus.PLANNED
     reasons: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     allow_adjust: tuple[str, ...] = DEFAULT_ALLOW_ADJUST
@@ -133,10 +115,12 @@ class Variant:
             raise ValueError(f"dispatcher {self.dispatcher!r} is not one of {', '.join(DISPATCHERS)}")
         if not isinstance(self.overlap, bool) or not isinstance(self.delay_wgrad, bool):
             raise ValueError(f"variant {self.name}: overlap and delay_wgrad must be explicit booleans")
-        if self.status not in MANIFEST_STATUSES:
-            raise ValueError(f"status {self.status!r} is not one of {', '.join(MANIFEST_STATUSES)}")
-        if self.role not in ("baseline", "variant"):
+        if self.status not in values(ManifestStatus):
+            raise ValueError(f"status {self.status!r} is not one of {', '.join(values(ManifestStatus))}")
+        if self.role not in values(Role):
             raise ValueError(f"role {self.role!r} is not 'baseline' or 'variant'")
+        object.__setattr__(self, "status", ManifestStatus(self.status))
+        object.__setattr__(self, "role", Role(self.role))
 
     @property
     def group_key(self) -> str:
@@ -183,3 +167,26 @@ def canonical_field(key: str, value: Any) -> Any:
     if key == "mtp_num_layers":
         return value or None
     return value
+
+
+@dataclass(frozen=True, order=True)
+class RunRef:
+    """One attempt of one run: variant name, repeat index (0-based) and attempt number (1-based, per variant).
+
+    This is the one name of a run everywhere: its NeMo-Run task and Slurm job name is :attr:`task`
+    (``<variant>.r<repeat>.a<attempt>``), its folder ``variants/<variant>/attempt-<attempt>/`` (SweepDir).
+    """
+
+    variant: str
+    repeat: int
+    attempt: int
+
+    @property
+    def task(self) -> str:
+        """NeMo-Run task / Slurm job name: ``<variant>.r<repeat>.a<attempt>`` (safe characters only)."""
+        return f"{self.variant}.r{self.repeat}.a{self.attempt}"
+
+    @property
+    def run_key(self) -> tuple[str, int]:
+        """(variant, repeat): the run this attempt belongs to; the latest attempt of a run counts."""
+        return (self.variant, self.repeat)

@@ -1,0 +1,76 @@
+"""The one atomic writer: a temp file in the same folder, then ``os.replace`` (docs/CONTRACTS.md §3).
+
+A reader never sees a half-written file, and a crash leaves the old file intact. New files get the mode a plain
+``open()`` would give them under the process' umask (0666 & ~umask), so teammates on shared storage can read
+reports and manifests whenever the user's umask lets them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; set it back at once (called once per process)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = False) -> Path:
+    """Write ``data`` to ``path`` atomically, creating the parent folder. ``durable=True`` fsyncs first (the
+    manifest: it must survive a power loss). Returns the path.
+
+    Raises:
+        OSError: the folder cannot be created or written (read-only, disk full); the old file is left intact and
+            no temp file is left behind.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, _MODE)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: str | os.PathLike[str], text: str, *, durable: bool = False) -> Path:
+    """:func:`write_bytes` of UTF-8 text."""
+    return write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def dumps(data: Any, *, strict: bool = False) -> str:
+    """The JSON text every file of the sweep folder uses: indent 2, key order kept, a final newline.
+
+    ``strict=True`` refuses NaN and infinities (ValueError) instead of writing JSON that other tools reject.
+    """
+    return json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=not strict) + "\n"
+
+
+def write_json(path: str | os.PathLike[str], data: Any, *, durable: bool = False, strict: bool = False) -> Path:
+    """:func:`write_bytes` of :func:`dumps` ``(data)``. Raises ValueError with ``strict`` for NaN/Infinity."""
+    return write_text(path, dumps(data, strict=strict), durable=durable)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """The parsed JSON of ``path``.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: not valid JSON (e.g. truncated).
+    """
+    return json.loads(Path(path).read_text())

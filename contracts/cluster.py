@@ -1,0 +1,117 @@
+"""The typed cluster profile (conf/cluster/*.yaml, docs/CONTRACTS.md §9) that the planner builds and the launchers
+take. ``time_limit`` keeps the user's text; :attr:`ClusterConfig.time_limit_s` is its one meaning in seconds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from contracts.errors import ConfigError
+from contracts.slurm import parse_time_limit
+from contracts.statuses import Mode, values
+from contracts.typed import build, one_of, positive
+
+GPU_TYPES = ("h100", "h200", "b200", "b300", "gb200", "gb300", "a100")
+EXECUTORS = ("local", "slurm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TunnelConfig:
+    """How the orchestrator reaches the cluster: ``local`` (on a login node) or ``ssh`` (key file, unattended)."""
+
+    kind: str = "local"
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    identity: str | None = None
+    job_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        one_of("cluster.tunnel.kind", self.kind, ("local", "ssh"))
+        if self.kind == "ssh" and not (self.host and self.user):
+            raise ConfigError("cluster.tunnel.kind=ssh needs cluster.tunnel.host and cluster.tunnel.user")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterConfig:
+    """Where and how jobs run (conf/cluster/*.yaml).
+
+    ``time_limit``: a Slurm time limit in any of sbatch's forms (``30`` = 30 min, ``1-12`` = 36 h,
+    ``00:45:00``); see :func:`contracts.slurm.parse_time_limit`. ``gpus_per_node``: a count or ``auto`` (local).
+
+    Raises:
+        ConfigError: a bad executor, count, GPU type, mode or time limit (names the value and the valid ones).
+    """
+
+    name: str
+    executor: str
+    nodes: int = 1
+    gpus_per_node: int | str = "auto"
+    gpu_type: str | None = None
+    container: str = "ci_cpu"
+    account: str | None = None
+    partition: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    constraint: str | None = None
+    exclude: str | None = None
+    exclusive: bool = False
+    time_limit: str | int = "00:30:00"
+    container_image: str | None = None
+    container_mounts: tuple[str, ...] = ()
+    container_env: tuple[str, ...] = ()
+    env_vars: dict[str, Any] = field(default_factory=dict)
+    secret_env: tuple[str, ...] = ()
+    allow_ssh_secrets: bool = False  # CONTRACTS §10: an SSH tunnel would write secrets down; opt in explicitly
+    tunnel: TunnelConfig = field(default_factory=TunnelConfig)
+    mode: str | None = None
+
+    def __post_init__(self) -> None:
+        one_of("cluster.executor", self.executor, EXECUTORS)
+        positive("cluster.nodes", self.nodes)
+        if isinstance(self.gpus_per_node, str) and self.gpus_per_node != "auto":
+            raise ConfigError(f"cluster.gpus_per_node={self.gpus_per_node!r} must be a number or 'auto'")
+        if isinstance(self.gpus_per_node, int):
+            positive("cluster.gpus_per_node", self.gpus_per_node)
+        if self.gpu_type not in (None, "auto"):
+            one_of("cluster.gpu_type", self.gpu_type, GPU_TYPES + ("auto",))
+        if self.mode is not None:
+            one_of("cluster.mode", self.mode, values(Mode))
+        if isinstance(self.time_limit, int):  # cluster.time_limit=30 on the command line: minutes, as sbatch
+            object.__setattr__(self, "time_limit", str(self.time_limit))
+        parse_time_limit(self.time_limit)  # validates the form
+
+    @property
+    def time_limit_s(self) -> int:
+        """``time_limit`` in seconds, as Slurm means it."""
+        return parse_time_limit(self.time_limit)
+
+    @property
+    def is_local(self) -> bool:
+        return self.executor == "local"
+
+    @property
+    def remote(self) -> bool:
+        """True when squeue/sacct/sbatch run on the cluster through an SSH tunnel."""
+        return self.tunnel.kind == "ssh"
+
+    def to_json(self) -> dict[str, Any]:
+        """The plain mapping recorded in manifest.json (``config.cluster``)."""
+        from dataclasses import asdict
+
+        d = asdict(self)
+        for k in ("container_mounts", "container_env", "secret_env"):
+            d[k] = list(d[k])
+        return d
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterConfig:
+        """Rebuild the profile from its manifest mapping (resume, collect, cancel), type-checked like the plan.
+
+        Raises:
+            ConfigError: an unknown key or a bad value (a manifest edited by hand).
+        """
+        raw = dict(data)
+        raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
+        raw["tunnel"] = build(TunnelConfig, dict(raw.get("tunnel") or {}), "cluster.tunnel")
+        return build(cls, raw, "cluster")
