@@ -135,7 +135,7 @@ class RunResult:
             else {"first": fnum(self.loss_first), "last": fnum(self.loss_last)},
             "hosts": list(self.hosts),
             "files": list(self.files),
-            # additions (CONTRACTS: add fields freely)
+            # additions (CONTRACTS §7: add fields freely)
             "notes": list(self.notes),
             "hint": self.hint,
             "details": self.details,

@@ -167,7 +167,7 @@ def resolve_mode(mode: str | None, cluster_mode: str | None, executor: str, loca
 
 
 def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
-    """The ``variant.json`` document the payload reads (schema_version 1, docs/HELPERS_BRIEF.md)."""
+    """The ``variant.json`` document the payload reads (schema_version 1, CONTRACTS §11)."""
     job = plan.job(v.name)
     prof = plan.expansion.container
     payload = plan.cfg.get("payload", {})
@@ -190,7 +190,7 @@ def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
 
 
 def manifest_doc(plan: Plan) -> dict[str, Any]:
-    """The initial ``manifest.json`` document (CONTRACTS §3, docs/HELPERS_BRIEF.md)."""
+    """The initial ``manifest.json`` document (CONTRACTS §3, §12)."""
     exp = plan.expansion
     cluster = next(iter(exp.jobs.values())).cluster
     stages = []

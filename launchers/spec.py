@@ -1,6 +1,6 @@
 """What one job runs: a run of a variant (the payload), or any command (smoke tests, preflight).
 
-The payload's command line is binding (docs/HELPERS_BRIEF.md):
+The payload's command line is binding (CONTRACTS §11):
 ``python -m experiments.train VARIANT_JSON OUT_DIR [--mode train|validate] [--attempt K] [--hold-s N]``.
 """
 

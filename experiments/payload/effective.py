@@ -138,7 +138,7 @@ def build_document(spec: VariantSpec, *, effective: dict[str, Any], adjustments:
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The full CONTRACTS §6 document (every contract key present; unknown values ``None``).
 
-    Added fields (CONTRACTS: "add fields freely"): ``model``, ``mismatches``, ``written_at``,
+    Added fields (CONTRACTS §6: "add fields freely"): ``model``, ``mismatches``, ``written_at``,
     ``checks.warnings``, and whatever ``extra`` holds.
     """
     requested = {"dispatcher": spec.dispatcher, "overlap": spec.overlap, "delay_wgrad": spec.delay_wgrad}

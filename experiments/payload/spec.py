@@ -1,4 +1,4 @@
-"""Reading ``variant.json`` (schema_version 1, written by the planner; docs/HELPERS_BRIEF.md) into a typed record.
+"""Reading ``variant.json`` (schema_version 1, written by the planner; CONTRACTS §11) into a typed record.
 
 Only the JSON boundary uses dicts: :func:`load_variant` returns a frozen :class:`VariantSpec`.
 """
