@@ -17,17 +17,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analysis.classify import Expectation, SchedulerInfo, classify
-from analysis.compare import LOSS_TOLERANCE, backend_rates, compare_all
+from analysis.compare import backend_rates, compare_all
 from analysis.files import read_json
 from analysis.labels import label_from_name
+from analysis.options import Options, UsageError
 from analysis.parse import group_restart_files, parse_files, restart_key
 from analysis.results import RunConfig, RunResult, Summary
-from analysis.stats import N_BOOT, SEED, compute_stats
+from analysis.stats import compute_stats
 from contracts.atomic import write_json
 from contracts.errors import ManifestError
 from contracts.manifest import Manifest
@@ -36,31 +36,6 @@ from contracts.sweepdir import SweepDir
 
 NOT_LOGS = frozenset({".json", ".png", ".jpg", ".svg", ".html", ".md", ".yaml", ".yml", ".py", ".sh", ".db",
                       ".sqlite", ".pt", ".pdf", ".csv"})
-
-
-class UsageError(ValueError):
-    """Bad command-line input: a missing path, an unknown baseline, a negative warm-up (exit code 2)."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """Analysis settings (conf/config.yaml ``analysis.*``): warm-up override, loss tolerance, bootstrap size."""
-
-    warmup: int | None = None
-    tolerance: float = LOSS_TOLERANCE
-    n_boot: int = N_BOOT
-    seed: int = SEED
-    hang_min_s: float = 600
-
-    def __post_init__(self) -> None:
-        if self.warmup is not None and self.warmup < 0:
-            raise UsageError(f"--warmup must be >= 0 iterations, got {self.warmup}")
-        if not 0 < self.tolerance < 1:
-            raise UsageError(f"loss tolerance must be in (0, 1), got {self.tolerance}")
-        if self.n_boot < 100:
-            raise UsageError(f"--bootstrap must be >= 100 resamples, got {self.n_boot}")
-        if self.hang_min_s < 0:
-            raise UsageError(f"--hang-min-s must be >= 0 s, got {self.hang_min_s}")
 
 
 def _int(value: Any) -> int | None:
@@ -93,7 +68,7 @@ def analyze_run(
     role: str | None = None,
     last_log_age_s: float | None = None,
     a2a_ms: float | None = None,
-    options: Options = Options(),
+    options: Options = Options(),  # noqa: B008 - a frozen dataclass, never mutated
     display_root: Path | None = None,
 ) -> RunResult:
     """Parse, measure and classify one attempt (files in restart order). Never raises for bad log content."""

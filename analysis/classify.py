@@ -48,6 +48,7 @@ import numpy as np
 
 from analysis.labels import label_issues
 from analysis.markers import EXCEPTION_RE, Marker
+from analysis.options import is_suspected_hang
 from analysis.parse import ParsedLog
 
 # Order in which a reason becomes the primary one (root causes before their consequences: a rank that asserts
@@ -160,20 +161,6 @@ class _Finding:
     evidence: list[str]
     offset: int
     details: dict[str, Any] = field(default_factory=dict)
-
-
-def is_suspected_hang(last_iteration_age_s: float | None, median_step_ms: float | None, min_s: float = 600) -> bool:
-    """True when no new iteration has appeared for longer than max(min_s, 5 x the median step time) (CASES C09).
-
-    ``last_iteration_age_s``: seconds since the last iteration line; ``median_step_ms``: median step time in ms
-    (None when unknown: then only ``min_s`` counts). Raises ValueError for a negative age or threshold.
-    """
-    if last_iteration_age_s is None:
-        return False
-    if last_iteration_age_s < 0 or min_s < 0:
-        raise ValueError(f"age {last_iteration_age_s} s and min_s {min_s} s must be >= 0")
-    limit = max(min_s, 5 * (median_step_ms or 0) / 1000.0)
-    return last_iteration_age_s > limit
 
 
 def _before_frame(markers: Sequence[Marker], m: Marker) -> list[str]:

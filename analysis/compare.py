@@ -28,10 +28,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats as sps
 
+from analysis.options import LOSS_TOLERANCE
 from analysis.results import BackendRate, Comparison, LossParity, OverlapCeiling, RunResult, Speedup
 from analysis.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
 
-LOSS_TOLERANCE = 0.02
 GRAD_SPIKE_FACTOR = 3.0
 VERDICTS = ("faster", "slower", "no_significant_difference", "not_comparable")
 _COMPARABLE = (

@@ -17,8 +17,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.api import Options, UsageError, analyze_files, analyze_sweep, is_sweep_folder, write_report
-from analysis.results import Summary
+from analysis.api import (
+    Options,
+    UsageError,
+    analyze_files,
+    analyze_sweep,
+    is_sweep_folder,
+    print_summary,
+    write_report,
+)
 from contracts.exits import ExitCode, combine
 
 __all__ = ["main"]
@@ -45,25 +52,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="suspected hang: no new iteration for max(this, 5 x median step) seconds (default 600)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
-
-
-def _print_summary(summary: Summary, out: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"analysis -> {out}")
-    for col in ("run", "status", "reason", "step ms", "TFLOP/s/GPU"):
-        table.add_column(col)
-    for r in summary.runs:
-        table.add_row(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
-                      f"{r.tflops.median:.1f}" if r.tflops else "-")
-    console = Console()
-    console.print(table)
-    for c in summary.comparisons:
-        s = c.speedup
-        value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
-        console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}")
-    console.print(f"exit code {summary.exit_code}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -96,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for summary, out in jobs:
         write_report(summary, out)
         if not args.quiet:
-            _print_summary(summary, out)
+            print_summary(summary, out)
         codes.append(summary.exit_code)
     return int(combine(*codes))
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats as sps
 
+from analysis.options import N_BOOT, SEED
 from analysis.parse import IterationSeries
 
 MIN_STEADY = 5
-N_BOOT = 2000
-SEED = 1234
+
 CONFIDENCE = 0.95
 LARGE_N = 50_000
 _BATCH_ELEMENTS = 4_000_000  # resampled values per bootstrap batch (bounds memory: 32 MB of float64)

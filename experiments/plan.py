@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.options import Options, UsageError
 from contracts.atomic import write_json, write_text
 from contracts.manifest import Manifest
 from contracts.records import SCHEMA_VERSION, Variant
@@ -75,6 +76,31 @@ class SweepSettings:
         return cls(**{k: cfg[k] for k in names})
 
 
+def analysis_options(cfg: dict[str, Any], hang_min_s: float) -> Options:
+    """The analysis options of a sweep: ``analysis.warmup_iters`` (iterations; null = max(3, 10%)),
+    ``analysis.loss_tolerance`` (fraction), ``analysis.bootstrap`` (resamples) and ``hang_min_s`` (s).
+
+    Raises:
+        ConfigError: a value of the wrong type or out of range (names the key and what is allowed).
+    """
+    a = dict(cfg.get("analysis") or {})
+    unknown = sorted(set(a) - {"warmup_iters", "loss_tolerance", "bootstrap"})
+    if unknown:
+        raise ConfigError(f"unknown key analysis.{unknown[0]}; valid keys of analysis: bootstrap, loss_tolerance, "
+                          "warmup_iters")
+    warmup, tol, boot = a.get("warmup_iters"), a.get("loss_tolerance", 0.02), a.get("bootstrap", 2000)
+    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, int)):
+        raise ConfigError(f"analysis.warmup_iters={warmup!r} must be an integer number of iterations or null")
+    if isinstance(tol, bool) or not isinstance(tol, int | float):
+        raise ConfigError(f"analysis.loss_tolerance={tol!r} must be a fraction in (0, 1), e.g. 0.02")
+    if isinstance(boot, bool) or not isinstance(boot, int):
+        raise ConfigError(f"analysis.bootstrap={boot!r} must be an integer number of resamples (>= 100)")
+    try:
+        return Options(warmup=warmup, tolerance=float(tol), n_boot=boot, hang_min_s=float(hang_min_s))
+    except UsageError as e:
+        raise ConfigError(f"analysis: {e}") from None
+
+
 @dataclass(frozen=True)
 class Plan:
     """A planned sweep: settings, expansion, identity, folder, resolved mode and the run order."""
@@ -133,6 +159,7 @@ def make_plan(overrides: list[str], now: dt.datetime | None = None) -> Plan:
     composed = compose_overrides(overrides)
     cfg = composed.base
     settings = SweepSettings.from_cfg(cfg)
+    analysis_options(cfg, settings.hang_min_s)  # every value is checked before anything is written
     exp = expand(composed, settings.preflight)
     bad_groups = [v for v in exp.variants if v.role == "baseline" and v.status == "pruned"]
     if bad_groups:

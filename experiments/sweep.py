@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import sys
 
+from contracts.exits import ExitCode
+
 HELP = __doc__ + """
 Top-level keys: action=run|plan|status|collect|cancel  dry_run=false|true  sweep_id=ID  output_dir=DIR
   preflight=static|container|off  mode=train|validate  repeats=N  pack=false|true  detach=false|true
@@ -24,33 +26,23 @@ Axes: dispatcher=alltoall,allgather,deepep,hybridep,ncclep  overlap=on,off  dela
   Any model./cluster. field can be set (model.seq_length=8192) or swept (model.expert_model_parallel_size=8,16).
 """
 
-EXIT_OK, EXIT_USAGE, EXIT_RUN_FAILED, EXIT_REGRESSION, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_BUG = 0, 2, 3, 4, 5, 130, 1
-
 
 def main(argv: list[str] | None = None) -> int:
     """Parse overrides, dispatch the action and return its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in argv):
         print(HELP)
-        return EXIT_OK
-    from experiments.config import ConfigError
-    from experiments.manifest import ManifestError
-    from launchers.errors import LaunchError
+        return ExitCode.OK
+    from contracts.errors import ContractError
 
     try:
-        return _dispatch(argv)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except ManifestError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except LaunchError as e:  # launchers/errors.py: a bad profile (2) or the scheduler/transport failing (5)
-        print(f"error: {e}", file=sys.stderr)
+        return int(_dispatch(argv))
+    except ContractError as e:  # ConfigError, ManifestError (2); launchers' LaunchError: a bad profile (2) or the
+        print(f"error: {e}", file=sys.stderr)  # scheduler/transport failing (5)
         return e.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
 
 
 def _dispatch(argv: list[str]) -> int:
@@ -59,15 +51,15 @@ def _dispatch(argv: list[str]) -> int:
 
     action = _peek_action(argv)
     if action in ("status", "collect", "cancel") or (action == "run" and _peek(argv, "sweep_id")):
-        from launchers.orchestrate import run_action
+        from experiments.conductor.actions import run_action
 
         return run_action(action, argv)
     plan = make_plan(argv)
     if plan.settings.effective_action == "plan":
         out = write_plan(plan, argv)
         print_plan(plan, out)
-        return EXIT_OK
-    from launchers.orchestrate import run_new
+        return ExitCode.OK
+    from experiments.conductor.actions import run_new
 
     return run_new(plan, argv)
 

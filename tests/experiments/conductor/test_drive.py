@@ -1,4 +1,4 @@
-"""Tracking loop of the orchestrator with a scripted backend (a unit test: the real backends are exercised by
+"""Tracking loop of the conductor with a scripted backend (a unit test: the real backends are exercised by
 tests/e2e): suspected hang -> flagged and cancelled with the log kept; a job that vanished -> lost; Ctrl-C on the
 local executor -> runs cancelled, exit code 130."""
 
@@ -13,12 +13,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.options import Options
+from contracts.jobs import JobHandle, JobState
+from contracts.sweepdir import SweepDir
+from experiments.conductor.drive import Sweep, track
+from experiments.conductor.progress import Display
 from experiments.plan import make_plan, write_plan
-from launchers.backend import JobState
-from launchers.orchestrate import _track
-from launchers.progress import Display
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -32,7 +34,7 @@ class ScriptedBackend:
     cancelled: list[str] = field(default_factory=list)
 
     def launch(self, refs, mode, stage):
-        return {r.task: JobState("running", job_id="42") for r in refs}
+        return {r.task: JobHandle(r.task, "42") for r in refs}
 
     def poll(self, refs):
         return {r.task: JobState("lost" if self.vanish else ("cancelled" if r.task in self.cancelled else "running"),
@@ -58,6 +60,11 @@ class Settings:
     poll_s: float = 0.2
 
 
+def _track(sweep: Path, backend, runs, settings) -> None:
+    sw = Sweep(SweepDir(sweep), backend, settings, Options(), Display("t"), "train", [])
+    track(sw, runs)
+
+
 def _sweep(tmp_path: Path) -> Path:
     plan = make_plan(["action=plan", f"output_dir={tmp_path / 's'}", "sweep=full", "dispatcher=alltoall",
                       "overlap=off", "delay_wgrad=off"])
@@ -79,7 +86,7 @@ def _attempt(sweep: Path) -> dict:
 def test_suspected_hang_is_flagged_cancelled_and_its_log_kept(tmp_path):
     sweep, backend = _sweep(tmp_path), ScriptedBackend(_log(tmp_path))
     t0 = time.time()
-    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], {}, Display("t"), Settings())
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], Settings())
     assert time.time() - t0 < 30
     a = _attempt(sweep)
     assert a["status"] == "cancelled" and "suspected_hang" in a["flags"]
@@ -98,14 +105,14 @@ def test_flag_only_hang_action_does_not_cancel(tmp_path):
         return {r.task: JobState("succeeded" if len(seen) > 15 else "running", job_id="42") for r in refs}
 
     backend.poll = poll
-    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], {}, Display("t"), Settings(hang_action="flag"))
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], Settings(hang_action="flag"))
     a = _attempt(sweep)
     assert a["status"] == "succeeded" and "suspected_hang" in a["flags"] and backend.cancelled == []
 
 
 def test_job_that_vanished_is_lost(tmp_path):
     sweep, backend = _sweep(tmp_path), ScriptedBackend(_log(tmp_path), vanish=True)
-    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], {}, Display("t"), Settings())
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], Settings())
     assert _attempt(sweep)["status"] == "lost"
 
 
@@ -139,7 +146,7 @@ def test_masked_secrets_come_from_the_environment_on_resume(monkeypatch):
     import pytest
 
     from experiments.config import ConfigError
-    from launchers.orchestrate import job_cluster
+    from experiments.conductor.backends import job_cluster
 
     cluster = {"executor": "slurm", "env_vars": {"HF_TOKEN": "***", "TAG": "a b"}}
     monkeypatch.delenv("HF_TOKEN", raising=False)
@@ -148,3 +155,29 @@ def test_masked_secrets_come_from_the_environment_on_resume(monkeypatch):
     assert job_cluster(cluster, strict=False)["env_vars"]["HF_TOKEN"] == "***"
     monkeypatch.setenv("HF_TOKEN", "value-from-shell")
     assert job_cluster(cluster)["env_vars"] == {"HF_TOKEN": "value-from-shell", "TAG": "a b"}
+
+
+def test_each_poll_round_writes_the_manifest_once(tmp_path, monkeypatch):
+    """One typed Manifest write per round: the number of writes is bounded by the rounds, not by the changes."""
+    from contracts.manifest import Manifest
+
+    sweep, backend = _sweep(tmp_path), ScriptedBackend(_log(tmp_path))
+    polls: list[int] = []
+
+    def poll(refs):
+        polls.append(1)
+        return {r.task: JobState("succeeded" if len(polls) > 3 else "running", job_id="42") for r in refs}
+
+    backend.poll = poll
+    writes: list[int] = []
+    save = Manifest.save
+
+    def counting_save(self, sd):
+        writes.append(1)
+        return save(self, sd)
+
+    monkeypatch.setattr(Manifest, "save", counting_save)
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], Settings(hang_min_s=600))
+    # one write adds the attempt, one records the submission, then at most one per poll round
+    assert len(writes) <= 2 + len(polls), (len(writes), len(polls))
+    assert _attempt(sweep)["status"] == "succeeded"

@@ -1,0 +1,75 @@
+"""The analysis stage's Python API (docs/CONTRACTS.md §7): what the conductor and ``python -m analysis.report`` call.
+
+    summary = report_sweep(sweep_dir, Options(warmup=5, tolerance=0.01, n_boot=2000, hang_min_s=600))
+    summary.exit_code, summary.runs, summary.comparisons
+
+``Options`` carries the sweep's ``analysis.*`` settings (warm-up iterations, loss tolerance as a fraction,
+bootstrap resamples) and its hang threshold (s). The result is a typed :class:`analysis.results.Summary`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analysis.analyze import Options, UsageError, analyze_files, analyze_sweep, is_sweep_folder
+from analysis.results import Summary
+from contracts.atomic import write_bytes, write_json, write_text
+from contracts.sweepdir import SweepDir
+
+__all__ = ["Options", "Summary", "UsageError", "analyze_files", "analyze_sweep", "is_sweep_folder", "print_summary",
+           "report_sweep", "write_report"]
+
+
+def write_report(summary: Summary, out_dir: Path) -> list[Path]:
+    """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths."""
+    out_dir = Path(out_dir)
+    from analysis.plots import all_plots
+    from analysis.render import document, to_html, to_markdown
+
+    images = all_plots(summary)
+    blocks = document(summary, images)
+    written = []
+    for name, png in images.items():
+        write_bytes(out_dir / name, png)
+        written.append(out_dir / name)
+    write_text(out_dir / "report.md", to_markdown(blocks))
+    write_text(out_dir / "report.html", to_html(blocks, images))
+    write_json(out_dir / "summary.json", summary.to_json(), strict=True)
+    written += [out_dir / "report.md", out_dir / "report.html", out_dir / "summary.json"]
+    return written
+
+
+
+
+def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path | None = None,
+                 write: bool = True) -> Summary:
+    """Analyse a sweep folder with ``options`` and, unless ``write`` is False, write its report into ``out``
+    (default ``<sweep>/report``) and each attempt's ``run.json``. Returns the typed summary.
+
+    Raises:
+        UsageError: the folder has no readable manifest, or an option is out of range.
+    """
+    summary = analyze_sweep(Path(sweep_dir), options=options, write_run_json=write and out is None)
+    if write:
+        write_report(summary, out or SweepDir(Path(sweep_dir)).report)
+    return summary
+
+
+def print_summary(summary: Summary, out: Path) -> None:
+    """The run table and the comparisons on the console (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"analysis -> {out}")
+    for col in ("run", "status", "reason", "step ms", "TFLOP/s/GPU"):
+        table.add_column(col)
+    for r in summary.runs:
+        table.add_row(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
+                      f"{r.tflops.median:.1f}" if r.tflops else "-")
+    console = Console()
+    console.print(table)
+    for c in summary.comparisons:
+        s = c.speedup
+        value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
+        console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}")
+    console.print(f"exit code {summary.exit_code}")

@@ -1,0 +1,13 @@
+"""The conductor: the top floor that drives a planned sweep (docs/CONTRACTS.md §1-§5).
+
+    plan (experiments.plan) -> drive: submit, track, collect (launchers) -> analyse (analysis.api)
+    -> gates -> next stage -> report -> history
+
+Modules: ``drive`` (run a sweep, track its jobs round by round), ``collect`` (copy logs and configs into the
+attempt folders), ``gates`` (open the next stage of a staged preset), ``actions`` (status, cancel, collect,
+resume), ``backends`` (the launcher for the sweep's cluster profile), ``progress`` (the live table),
+``analyse`` (the analysis stage and the nightly history through their Python APIs).
+
+The conductor holds one typed :class:`contracts.manifest.Manifest` per poll round and writes it once per round.
+Imports only go down: contracts, launchers, analysis.
+"""

@@ -1,0 +1,62 @@
+"""Collect an attempt: its log files and effective_config.json into ``variants/<v>/attempt-<k>/`` (CONTRACTS §3).
+
+Nothing already collected is overwritten, every secret value is masked in the copies (CONTRACTS §10), and the
+payload's adjustments are returned for the round's manifest write.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from contracts.atomic import write_bytes, write_text
+from contracts.manifest import Manifest
+from contracts.records import RunRef
+from contracts.secrets import mask_bytes
+from contracts.sweepdir import SweepDir
+from launchers.backend import Backend
+from launchers.envvars import cluster_env
+
+
+def secret_values(m: Manifest) -> list[str]:
+    """The secret values this process passes to jobs (never in a log this tool copies). Over SSH with
+    ``allow_ssh_secrets=true`` they are written into the job script, whose trace is in the sbatch log."""
+    from contracts.secrets import MASK
+
+    return [v for v in cluster_env(m.cluster_config).secret_values() if v != MASK]
+
+
+def log_name(src: Path, ref: RunRef) -> str:
+    """The collected name of a log file: NeMo-Run/torchx's generic names get the task and folder prefixed."""
+    if src.name in ("combined.log", "stdout.log", "stderr.log"):
+        return f"{ref.task}_{src.parent.name}_{src.name}"
+    return src.name
+
+
+def collect(sd: SweepDir, backend: Backend, ref: RunRef, secrets: list[str]) -> list[dict[str, Any]]:
+    """Copy the attempt's logs and effective config (masked, never overwriting). Returns the payload's
+    adjustments (docs/CONTRACTS.md §6) when this call collected its effective_config.json, else []."""
+    logs = sd.logs(ref)
+    logs.mkdir(parents=True, exist_ok=True)
+    for src in backend.log_files(ref):
+        dst = logs / log_name(src, ref)
+        if src.exists() and not dst.exists():
+            write_bytes(dst, mask_bytes(src.read_bytes(), secrets))
+    eff = backend.payload_out(ref) / "effective_config.json"
+    dst = sd.effective_config(ref)
+    if not eff.exists() or dst.exists():
+        return []
+    text = eff.read_text()
+    write_text(dst, text)
+    try:
+        return list(json.loads(text).get("adjustments") or [])
+    except (ValueError, AttributeError):
+        return []
+
+
+def write_script(sd: SweepDir, ref: RunRef, text: str | None) -> None:
+    """``job.sh`` as submitted: in the attempt folder, and as the variant's latest (CONTRACTS §3)."""
+    if text:
+        write_text(sd.attempt_job_sh(ref), text)
+        write_text(sd.job_sh(ref.variant), text)

@@ -1,0 +1,354 @@
+"""``action=run``: submit, track, collect, analyse, open gates, report, history (CONTRACTS §1-§5).
+
+Flow: write the plan -> (``preflight=container``: one validate job first) -> submit the open stages -> track with
+live progress -> collect logs and effective configs into ``variants/<v>/attempt-<k>/`` -> analyse -> open gates
+and submit the next stage -> final report -> history. ``detach=true`` (Slurm) returns once the jobs are queued;
+``action=collect`` finishes such a sweep later, from any shell.
+
+The scheduler's state only fills the manifest's scheduling status; the run outcome comes from the analysis, which
+reads the log too (CASES C08). Each poll round's changes go into the manifest in one locked write (:class:`Round`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.api import Options
+from analysis.options import is_suspected_hang
+from contracts.errors import ConfigError
+from contracts.exits import ExitCode, combine
+from contracts.manifest import Manifest, now_iso
+from contracts.records import RunRef
+from contracts.statuses import GOOD_OUTCOMES, RESUBMIT_STATUSES, ManifestStatus, Mode, Preflight
+from contracts.sweepdir import SweepDir
+from experiments.conductor.analyse import analyse, record_history
+from experiments.conductor.backends import make_backend
+from experiments.conductor.collect import collect, secret_values, write_script
+from experiments.conductor.gates import open_gates
+from experiments.conductor.progress import Display, RunView, median_step_ms, read_tail, update_from_log
+from launchers.backend import Backend
+
+MAX_GATE_ROUNDS = 5
+
+
+class SubmitError(RuntimeError):
+    """The scheduler refused a submission (exit code 5); nothing of that batch is left queued."""
+
+
+class Round:
+    """The manifest changes of one poll round (attempt fields, payload adjustments), applied in one locked write."""
+
+    def __init__(self) -> None:
+        self.sets: list[tuple[RunRef, dict[str, Any]]] = []
+        self.adjustments: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def set(self, ref: RunRef, **values: Any) -> None:
+        self.sets.append((ref, values))
+
+    def adjust(self, variant: str, adjustments: list[dict[str, Any]]) -> None:
+        if adjustments:
+            self.adjustments.append((variant, adjustments))
+
+    def _apply(self, m: Manifest) -> None:
+        for ref, values in self.sets:
+            m.attempt(ref).set(**values)
+        for name, adj in self.adjustments:
+            m.variant(name).add_adjustments(adj)
+
+    def commit(self, sd: SweepDir) -> None:
+        """Write the round's changes (nothing when there are none) and start a new round."""
+        if self.sets or self.adjustments:
+            Manifest.update(sd, self._apply)
+        self.sets, self.adjustments = [], []
+
+
+@dataclass
+class Sweep:
+    """What a drive needs: the folder, its launcher, the sweep settings, the analysis options and the display."""
+
+    sd: SweepDir
+    backend: Backend
+    settings: Any  # experiments.plan.SweepSettings
+    options: Options
+    display: Display
+    mode: str
+    secrets: list[str]
+    views: dict[str, RunView] = field(default_factory=dict)
+    started: dict[str, float] = field(default_factory=dict)
+
+    def close(self) -> None:
+        self.display.close(list(self.views.values()))
+
+
+def open_sweep(sd: SweepDir, settings: Any, options: Options, cluster: dict[str, Any] | None = None) -> Sweep:
+    """A :class:`Sweep` for a planned folder. Raises ConfigError (a missing secret) or the launcher's errors."""
+    m = Manifest.load(sd)
+    backend = make_backend(sd, m, cluster)
+    display = Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})")
+    return Sweep(sd, backend, settings, options, display, m.mode, secret_values(m))
+
+
+def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collect_only: bool = False,
+          history: dict[str, Any] | None = None, cluster: dict[str, Any] | None = None) -> int:
+    """Submit, track, collect and analyse a planned sweep folder; returns the exit code (CONTRACTS §5).
+
+    ``history``: command-line history settings that override the manifest's (``history.url=``, ...).
+    """
+    try:
+        sw = open_sweep(sd, settings, options, cluster)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - infrastructure (sbatch missing, tunnel down)
+        print(f"error: cannot set up the executor: {e}", file=sys.stderr)
+        return ExitCode.INFRA
+    m = Manifest.load(sd)
+    detach = bool(settings.detach)
+    if detach and sw.backend.max_concurrent is not None:
+        print("note: the local executor cannot detach (CONTRACTS §1); running attached", file=sys.stderr)
+        detach = False
+    try:
+        if not collect_only:
+            if m.preflight == Preflight.CONTAINER and not resume:
+                from experiments.conductor.preflight import container_preflight
+
+                container_preflight(sw)
+            pending = runs_to_submit(sd)
+            track(sw, pending, detach)
+            if detach:
+                sw.close()
+                print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
+                      f"action=collect sweep_id={m.sweep_id}")
+                return ExitCode.OK
+        else:
+            reattach(sw)
+        for _ in range(MAX_GATE_ROUNDS):
+            collect_all(sw)
+            if not open_gates(sd, analyse(sd, options, quiet=True)):
+                break
+            track(sw, runs_to_submit(sd), detach)
+            if detach:
+                sw.close()
+                print(f"gate opened: next stage queued. Finish with: python -m experiments.sweep action=collect "
+                      f"sweep_id={m.sweep_id}")
+                return ExitCode.OK
+        collect_all(sw)
+    except KeyboardInterrupt:
+        interrupt(sw)  # first, so that the final table shows the cancelled runs as cancelled
+        sw.close()
+        return ExitCode.INTERRUPTED
+    except SubmitError as e:
+        sw.close()
+        print(f"error: the scheduler refused the submission: {e}", file=sys.stderr)
+        return ExitCode.INFRA
+    sw.close()
+    rc = analyse(sd, options).exit_code
+    hist = {**(m.config.get("history") or {}), **(history or {})}
+    if hist.get("enabled"):
+        rc = combine(rc, record_history(sd, Manifest.load(sd), hist))
+    return int(rc)
+
+
+def runs_to_submit(sd: SweepDir) -> list[tuple[str, int]]:
+    """Runs of open stages whose latest attempt is missing or did not succeed (what a resume resubmits)."""
+    m = Manifest.load(sd)
+    latest = m.latest_attempts()
+    status = {v.name: v.status for v in m.variants}
+    outcome = _outcomes(sd)
+    todo = []
+    for key in m.runs:
+        if status.get(key[0]) != ManifestStatus.PLANNED:
+            continue
+        a = latest.get(key)
+        if a is None or a.status == ManifestStatus.PLANNED or a.status in RESUBMIT_STATUSES or (
+                a.status == ManifestStatus.SUCCEEDED and outcome.get((key, a.attempt), "ok") not in GOOD_OUTCOMES):
+            todo.append(key)
+    return todo
+
+
+def _outcomes(sd: SweepDir) -> dict[tuple[tuple[str, int], int], str]:
+    """Run outcomes from the analysis' run.json files: ((variant, repeat), attempt) -> status."""
+    import json
+
+    out = {}
+    for p in sd.run_jsons():
+        try:
+            d = json.loads(p.read_text())
+            out[((d["variant"], int(d.get("repeat") or 0)), int(d["attempt"]))] = d["status"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
+    """Submit ``runs`` (respecting the backend's concurrency) and poll until every one is final.
+
+    ``detach``: return as soon as everything is queued (Slurm only; the jobs go on without this process).
+    """
+    if not runs:
+        return
+
+    def add(m: Manifest) -> list[RunRef]:
+        return [m.variant(n).new_attempt(r).ref(n) for n, r in runs]
+
+    m, refs = Manifest.update(sw.sd, add)
+    for r in refs:
+        sw.sd.attempt_dir(r).mkdir(parents=True, exist_ok=True)
+        sw.views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat)
+    stage_of = {v.name: v.variant.stage for v in m.variants}
+    queue, active = list(refs), []
+    limit = sw.backend.max_concurrent or len(refs)
+    time_limit = _time_limit_s(m)
+    rnd = Round()
+    while queue or active:
+        if queue and len(active) < limit:
+            take = queue[: limit - len(active)]
+            del queue[: len(take)]
+            for stage in sorted({stage_of[r.variant] for r in take}):
+                active += _launch(sw, rnd, [r for r in take if stage_of[r.variant] == stage], stage)
+        if detach and not queue:
+            rnd.commit(sw.sd)
+            sw.display.update(list(sw.views.values()))
+            return
+        polled = sw.backend.poll(active) if active else {}
+        for ref in list(active):
+            if _advance(sw, rnd, ref, polled[ref.task], time_limit):
+                active.remove(ref)
+        rnd.commit(sw.sd)
+        sw.display.update(list(sw.views.values()))
+        if queue or active:
+            time.sleep(sw.settings.poll_s)
+
+
+def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunRef]:
+    """Submit one stage's batch; returns the refs now in flight. A refused batch is marked failed (Slurm: exit 5)."""
+    try:
+        launched = sw.backend.launch(batch, sw.mode, stage)
+    except ConfigError:
+        raise
+    except Exception as e:  # a refused submission: nothing of it is left queued (launchers.submit)
+        for r in batch:
+            rnd.set(r, status=ManifestStatus.FAILED, add_flags=["submit_failed"], note=str(e)[:500])
+            sw.views[r.task].state, sw.views[r.task].note = "failed", f"submit: {e}"[:100]
+        if not isinstance(sw.backend.max_concurrent, int):
+            rnd.commit(sw.sd)
+            raise SubmitError(str(e)) from e
+        return []
+    for r in batch:
+        h = launched[r.task]
+        rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), **h.record())
+        write_script(sw.sd, r, h.script or sw.backend.script(r))
+        sw.views[r.task].state, sw.views[r.task].job_id = "submitted", h.job_id
+        sw.started[r.task] = time.monotonic()
+    rnd.commit(sw.sd)  # a crash after this point finds every submitted job in the manifest
+    return list(batch)
+
+
+def _advance(sw: Sweep, rnd: Round, ref: RunRef, st: Any, time_limit: int | None) -> bool:
+    """Apply one poll to a run; True once it is final (and collected)."""
+    view = sw.views[ref.task]
+    update_from_log(view, read_tail(sw.backend.log_files(ref)))
+    if st.job_id:
+        view.job_id = st.job_id
+    if st.status != view.state and st.status in (ManifestStatus.RUNNING, ManifestStatus.SUBMITTED):
+        rnd.set(ref, status=st.status)
+    if view.state not in ("timeout", "cancelled"):
+        view.state = str(st.status)
+    _check_hang_and_limit(sw, rnd, ref, view, time_limit)
+    if not (st.final or view.state in ("timeout", "cancelled")):
+        return False
+    final = view.state if view.state in ("timeout", "cancelled") and not st.final else str(st.status)
+    if view.state == "timeout":
+        final = "timeout"
+    rnd.set(ref, status=final, exit_code=st.exit_code)
+    view.state = final
+    if st.reason and final in ("lost", "failed"):
+        view.note = (view.note + " " + st.reason).strip()[:100]
+    rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
+    return True
+
+
+def _check_hang_and_limit(sw: Sweep, rnd: Round, ref: RunRef, view: RunView, time_limit: int | None) -> None:
+    """Suspected hang (CASES C09): no new iteration for max(hang_min_s, 5 x median step). Flagged on the attempt;
+    with ``hang_action=cancel`` the job is cancelled and the end of its log is kept by the collection. Locally the
+    conductor also enforces ``cluster.time_limit`` (Slurm does it on a cluster)."""
+    if view.state != "running":
+        return
+    age = time.monotonic() - view.last_change if view.iteration is not None else None
+    if is_suspected_hang(age, median_step_ms(view), sw.settings.hang_min_s) and "suspected hang" not in view.note:
+        view.note = f"suspected hang: no new iteration for {age:.0f} s"
+        rnd.set(ref, add_flags=["suspected_hang"])
+        if sw.settings.hang_action == "cancel":
+            sw.backend.cancel(ref)
+            view.state = "cancelled"
+    if time_limit and sw.backend.enforce_time_limit:
+        if time.monotonic() - sw.started.get(ref.task, time.monotonic()) > time_limit:
+            sw.backend.cancel(ref)
+            view.state, view.note = "timeout", "local time limit reached"
+            rnd.set(ref, add_flags=["time_limit"])
+
+
+def _time_limit_s(m: Manifest) -> int | None:
+    from contracts.slurm import parse_time_limit
+
+    try:
+        return parse_time_limit(m.cluster_config.get("time_limit", "00:30:00"))
+    except ConfigError:  # a malformed limit was rejected at plan time; nothing to enforce here
+        return None
+
+
+def collect_all(sw: Sweep) -> None:
+    """Collect every final attempt (idempotent: nothing collected is overwritten)."""
+    rnd = Round()
+    m = Manifest.load(sw.sd)
+    for ref in m.refs():
+        if m.attempt(ref).status.final:
+            rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
+    rnd.commit(sw.sd)
+
+
+def reattach(sw: Sweep) -> None:
+    """``collect``: wait for the unfinished attempts of a detached sweep (Slurm), updating the manifest."""
+    m = Manifest.load(sw.sd)
+    refs = m.live_refs()
+    for r in refs:
+        a = m.attempt(r)
+        sw.views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat, job_id=a.job_id, state=str(a.status))
+    while refs:
+        rnd = Round()
+        polled = sw.backend.poll(refs)
+        for ref in list(refs):
+            st, view = polled[ref.task], sw.views[ref.task]
+            update_from_log(view, read_tail(sw.backend.log_files(ref)))
+            view.state = str(st.status)
+            if st.final:
+                rnd.set(ref, status=st.status, exit_code=st.exit_code)
+                rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
+                refs.remove(ref)
+        rnd.commit(sw.sd)
+        sw.display.update(list(sw.views.values()))
+        if refs:
+            time.sleep(sw.settings.poll_s)
+
+
+def interrupt(sw: Sweep) -> None:
+    """Ctrl-C (CONTRACTS §5): locally cancel the running runs and mark them cancelled; on Slurm detach."""
+    m = Manifest.load(sw.sd)
+    local = (m.cluster_config.get("executor") or "local") == "local"
+    rnd = Round()
+    if local:
+        for ref in m.refs({ManifestStatus.SUBMITTED, ManifestStatus.RUNNING, ManifestStatus.PLANNED}):
+            sw.backend.cancel(ref)
+            rnd.set(ref, status=ManifestStatus.CANCELLED, add_flags=["interrupted"])
+            if ref.task in sw.views:
+                sw.views[ref.task].state = "cancelled"
+            rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
+        rnd.commit(sw.sd)
+    where = "cancelled the local runs" if local else \
+        f"detached; the jobs go on. Finish later with: python -m experiments.sweep action=collect sweep_id={m.sweep_id}"
+    print(f"interrupted: {where}", file=sys.stderr)
+
+
+__all__ = ["Mode", "Round", "SubmitError", "Sweep", "drive", "open_sweep", "runs_to_submit", "track"]

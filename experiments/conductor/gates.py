@@ -1,0 +1,61 @@
+"""Gates of a staged preset (CONTRACTS §2): open the next stage once the earlier one is analysed."""
+
+from __future__ import annotations
+
+from analysis.api import Summary
+from contracts.manifest import Manifest, VariantEntry
+from contracts.statuses import GOOD_OUTCOMES, ManifestStatus, StageStatus, Verdict
+from contracts.sweepdir import SweepDir
+
+
+def gate_reason(peer: VariantEntry | None, summary: Summary) -> str | None:
+    """Why gate ``overlap_passed`` stays closed for a delay_wgrad arm, or None when it opens.
+
+    It opens when the same dispatcher's overlap variant (overlap on, delay_wgrad off, same group) has every latest
+    run ok/ok_with_warning/validated, its verdict is not ``slower`` and its loss parity did not fail. In validate mode
+    there are no timings, so ``validated`` suffices.
+    """
+    if peer is None:
+        return "the sweep has no overlap variant of this dispatcher"
+    if peer.status == ManifestStatus.PRUNED:
+        return f"{peer.name} was pruned"
+    mine = [r for r in summary.runs if r.variant == peer.name]
+    if not mine:
+        return f"{peer.name} has no analysed run"
+    bad = [r for r in mine if r.status not in GOOD_OUTCOMES]
+    if bad:
+        return f"{peer.name} run status {bad[0].status} ({bad[0].reason})"
+    comp = next((c for c in summary.comparisons if c.variant == peer.name), None)
+    if comp and comp.verdict == Verdict.SLOWER:
+        return f"{peer.name} is slower than the baseline"
+    if comp and comp.loss_parity.ok is False:
+        return f"{peer.name} loss diverged from the baseline"
+    return None
+
+
+def open_gates(sd: SweepDir, summary: Summary) -> bool:
+    """Open gated variants whose gate passed (-> planned), close the rest (-> skipped), in one manifest write.
+    Returns True if any opened."""
+
+    def change(m: Manifest) -> bool:
+        gated = [v for v in m.variants if v.status == ManifestStatus.GATED]
+        if not gated:
+            return False
+        opened = False
+        for g in gated:
+            peer = next((v for v in m.variants if v.variant.dispatcher == g.variant.dispatcher and v.variant.overlap
+                         and not v.variant.delay_wgrad and v.variant.group == g.variant.group), None)
+            reason = gate_reason(peer, summary)
+            if reason:
+                g.set_status(ManifestStatus.SKIPPED, f"gate overlap_passed closed: {reason}")
+            else:
+                g.set_status(ManifestStatus.PLANNED)
+                opened = True
+        for s in m.stages:
+            if s.gate:
+                s.status = StageStatus.OPEN if opened else StageStatus.CLOSED
+        return opened
+
+    if not any(v.status == ManifestStatus.GATED for v in Manifest.load(sd).variants):
+        return False
+    return Manifest.update(sd, change)[1]

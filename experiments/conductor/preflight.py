@@ -1,0 +1,59 @@
+"""``preflight=container`` (CONTRACTS §1): one job runs the payload's validate mode for every kept variant, before
+any training job. A variant that fails is marked pruned with the library's message and never trained."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from contracts.atomic import write_bytes
+from contracts.manifest import Manifest
+from contracts.records import RunRef
+from contracts.statuses import ManifestStatus
+from experiments.conductor.collect import log_name
+from experiments.conductor.progress import RunView
+from launchers.spec import JobCommand
+
+
+def container_preflight(sw) -> None:
+    """Run the validate job of every planned or gated variant and prune those the real libraries reject."""
+    sd = sw.sd
+    m = Manifest.load(sd)
+    names = [v.name for v in m.variants if v.status in (ManifestStatus.PLANNED, ManifestStatus.GATED)]
+    if not names:
+        return
+    ref = RunRef("preflight", 0, 1)
+    out = sd.preflight.resolve()
+    argv = (sys.executable, "-m", "experiments.payload.validate_all",
+            *[str(sd.variant_json(n).resolve()) for n in names], "--out", str(out))
+    view = RunView(ref.task, "container preflight", 1, 0, state="submitted")
+    h = sw.backend.submit_item(ref.task, JobCommand(name="preflight", argv=argv), "preflight")
+    view.job_id = h.job_id
+    st = sw.backend.poll([ref])[ref.task]
+    while not st.final:
+        time.sleep(1.0)
+        st = sw.backend.poll([ref])[ref.task]
+        view.state = str(st.status)
+        sw.display.update([view])
+    logs = out / "logs"
+    for src in sw.backend.log_files(ref):
+        if src.exists():
+            write_bytes(logs / log_name(src, ref), src.read_bytes())
+    verdicts = {}
+    for n in names:
+        eff = out / n / "effective_config.json"
+        try:
+            verdicts[n] = json.loads(eff.read_text())["checks"]
+        except (OSError, ValueError, KeyError):
+            verdicts[n] = {"verdict": "fail", "messages": [f"no effective_config.json from the preflight job ({eff})"]}
+    pruned = [n for n, c in verdicts.items() if c.get("verdict") != "pass"]
+
+    def change(mm: Manifest) -> None:
+        for n in pruned:
+            msg = "; ".join(verdicts[n].get("messages") or ["validate mode failed"])
+            mm.variant(n).set_status(ManifestStatus.PRUNED, f"[container_preflight] {msg}")
+
+    if pruned:
+        Manifest.update(sd, change)
+        print(f"container preflight pruned: {', '.join(pruned)}", file=sys.stderr)
