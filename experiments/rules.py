@@ -306,7 +306,6 @@ RULES: tuple[Rule, ...] = (
          lambda c: f"num_query_groups={c.num_query_groups} is not divisible by tensor_model_parallel_size="
                    f"{c.tensor_model_parallel_size}", "Megatron-Core TransformerConfig query groups % TP"),
 )
-RULE_IDS = tuple(r.id for r in RULES)
 
 
 def evaluate(ctx: RuleContext, scopes: tuple[str, ...] | None = None) -> list[Finding]:

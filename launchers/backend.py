@@ -21,6 +21,7 @@ from contracts.records import RunRef
 from contracts.sweepdir import SweepDir
 from launchers import cluster as cl
 from launchers.errors import SchedulerError
+from launchers.procenv import environ
 from launchers.shell import Shell
 from launchers.spec import RunSpec
 
@@ -96,7 +97,8 @@ class LocalBackend:
         task = batch.tasks[0]
         self._scripts[key] = render_local(self.cluster, item, state_dir=self._home(), title=self.title,
                                           label=label, gpus=gpus)
-        with no_stdin():
+        # secrets reach the local process through this process's environment, never a file (CONTRACTS §10)
+        with no_stdin(), environ(batch.env.secrets):
             exp = run.Experiment(self.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                  enable_goodbye_message=False, skip_status_at_exit=True)
             exp.__enter__()  # kept open: leaving the block would wait for the job

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,8 +170,3 @@ def slurm_batch(
                           job_dir=home / "experiments" / title / exp_id / name, job_root=job_root,
                           host_dir=host_dir, files=files))
     return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
-
-
-def command_line(argv: Sequence[str]) -> str:
-    """``argv`` as one shell command line (what the local executor runs, for job.sh)."""
-    return shlex.join(list(argv))

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from contracts.errors import ConfigError
 from contracts.slurm import format_time_limit, parse_time_limit
+from launchers.errors import LaunchConfigError
 
 
 def get(obj: Any, name: str, default: Any = None) -> Any:
@@ -28,8 +30,15 @@ def tunnel_field(cluster: Any, name: str, default: Any = None) -> Any:
 
 def time_limit_s(cluster: Any) -> int:
     """``cluster.time_limit`` in seconds, as Slurm means it (:func:`contracts.slurm.parse_time_limit`: ``30`` is
-    30 minutes, ``1-12`` is 36 hours). Raises ConfigError (a LaunchConfigError's base) on a malformed value."""
-    return parse_time_limit(get(cluster, "time_limit", "00:30:00"))
+    30 minutes, ``1-12`` is 36 hours).
+
+    Raises:
+        LaunchConfigError: a malformed value (the message names Slurm's forms).
+    """
+    try:
+        return parse_time_limit(get(cluster, "time_limit", "00:30:00"))
+    except ConfigError as e:
+        raise LaunchConfigError(str(e)) from None
 
 
 slurm_time = format_time_limit

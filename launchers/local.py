@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -177,54 +176,3 @@ def render_local(
     words = argv if n else [shlex.quote(w) for w in argv]
     lines.append(" ".join(words))
     return mask_text("\n".join(lines) + "\n", env.secret_values())
-
-
-@dataclass(frozen=True)
-class LocalResult:
-    """A finished local run: manifest ``status`` (succeeded/failed/cancelled), its task folder and log files."""
-
-    status: str
-    job_dir: Path
-    logs: tuple[Path, ...]
-
-
-def local_log_files(job_dir: str | Path) -> list[Path]:
-    """The logs of a local task: torchx's ``combined.log`` per role replica (stdout and stderr, in order)."""
-    root = Path(job_dir)
-    return sorted(root.rglob("combined.log")) if root.is_dir() else []
-
-
-def run_local(
-    cluster: Any,
-    item: Item,
-    *,
-    state_dir: str | Path,
-    title: str = "sweep",
-    label: str = "s1",
-    gpus: int | None = None,
-    env: JobEnv | None = None,
-    cwd: str | Path | None = None,
-) -> LocalResult:
-    """Run one item with NeMo-Run's LocalExecutor and wait for it (the local executor cannot detach).
-
-    ``cwd``: the folder it runs in (default: this process's; the checkout, for ``python -m experiments.train``).
-    Secrets given in ``env`` reach the process through this process's environment, never a file.
-    """
-    from launchers.home import nemo_run, nemorun_home, no_stdin
-    from launchers.submit import _environ, _in_dir
-
-    env = env or cluster_env(cluster)
-    n = local_gpus(cluster, gpus)
-    with nemorun_home(state_dir) as home:
-        run = nemo_run()
-        batch = local_batch(run, cluster, [item], home=home, title=title, label=label, gpus=n, env=env)
-        task = batch.tasks[0]
-        with _in_dir(Path(cwd or os.getcwd())), _environ(env.secrets), no_stdin():
-            with run.Experiment(title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
-                                enable_goodbye_message=False, skip_status_at_exit=True) as exp:
-                exp.add(task.script, executor=task.executor, name=task.name)
-                exp.run(detach=False)
-            info = (exp.status(return_dict=True) or {}).get(task.name, {})
-    state = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
-    status = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled"}.get(state, "lost")
-    return LocalResult(status=status, job_dir=task.job_dir, logs=tuple(local_log_files(task.job_dir)))

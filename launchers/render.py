@@ -19,7 +19,6 @@ from launchers import cluster as cl
 from launchers.batch import Batch, Item, slurm_batch
 from launchers.envvars import JobEnv, cluster_env, mask_text
 from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
-from launchers.pack import pack_batch
 
 DEFAULT_TITLE = "sweep"
 
@@ -45,26 +44,6 @@ def render_slurm_batch(
     return _render(lambda run, home: slurm_batch(run, cluster, items, home=home, title=title, label=label,
                                                  python=python, env=env, time_limit_s=time_limit_s,
                                                  srun_args=srun_args), state_dir, env)
-
-
-def render_packed(
-    cluster: Any,
-    items: Sequence[Item],
-    *,
-    state_dir: str | Path,
-    title: str = DEFAULT_TITLE,
-    label: str = "s1",
-    run_time_s: int | None = None,
-    python: str | None = None,
-    env: JobEnv | None = None,
-    srun_args: Sequence[str] = (),
-) -> str:
-    """The sbatch script of a packed allocation (``pack=true``) running ``items`` in order (launchers.pack)."""
-    env = env or cluster_env(cluster)
-    texts = _render(lambda run, home: pack_batch(run, cluster, items, home=home, title=title, label=label,
-                                                 run_time_s=run_time_s, python=python, env=env,
-                                                 srun_args=srun_args)[0], state_dir, env)
-    return next(iter(texts.values()))
 
 
 def _render(build: Callable[[Any, Path], Batch], state_dir: str | Path, env: JobEnv) -> dict[str, str]:

@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from launchers.errors import LaunchConfigError, LaunchError, SchedulerError
 from launchers.home import nemo_run, nemorun_home, no_stdin
 from launchers.pack import PackedRun, pack_batch
 from launchers.packaging import check_clean, code_packager, git_state, ship_ref
+from launchers.procenv import environ, in_dir
 from launchers.render import DEFAULT_TITLE
 from launchers.shell import Shell, local_shell, shell_for
 
@@ -65,32 +66,6 @@ def job_id_of(handle: str) -> str:
     if not m:
         raise SchedulerError(f"NeMo-Run returned the job handle {handle!r} with no Slurm job id in it")
     return m.group(1)
-
-
-@contextlib.contextmanager
-def _in_dir(path: Path) -> Iterator[None]:
-    """Work in ``path`` (NeMo-Run's packaging runs ``git rev-parse`` in the current folder)."""
-    previous = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
-@contextlib.contextmanager
-def _environ(values: Mapping[str, str]) -> Iterator[None]:
-    """Put ``values`` into this process's environment while sbatch runs (sbatch exports it to the job)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _secrets_for_transport(cluster: Any, env: JobEnv, allow_ssh_secrets: bool) -> dict[str, str]:
@@ -248,7 +223,7 @@ def _queue(
         for task in batch.tasks:
             task.executor.env_vars.update(quoted_env(written_secrets))
         submitted = utc_now()
-        with _in_dir(state.root), _environ(env.secrets if not written_secrets else {}), no_stdin():
+        with in_dir(state.root), environ(env.secrets if not written_secrets else {}), no_stdin():
             exp = run.Experiment(batch.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                  enable_goodbye_message=False, skip_status_at_exit=True)
             with exp:
