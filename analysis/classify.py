@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.expectation import Expectation
 from analysis.labels import label_issues
 from analysis.markers import EXCEPTION_RE, Marker
 from analysis.options import is_suspected_hang
@@ -128,18 +129,6 @@ class SchedulerInfo:
             return None
         word = self.state.split()[0].rstrip("+")
         return _SLURM_STATES.get(word.upper(), word.lower())
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """What the run was meant to be: mode, the requested label (dispatcher/overlap/delay_wgrad/extra axes), the
-    variant's resolved settings and allow_adjust, and the planned train_iters."""
-
-    mode: str = "train"
-    requested: dict[str, Any] | None = None
-    settings: dict[str, Any] | None = None
-    allow_adjust: tuple[str, ...] = ("moe_shared_expert_overlap",)
-    train_iters: int | None = None
 
 
 @dataclass(frozen=True)

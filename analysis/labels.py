@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from contracts.records import DISPATCHER_SHORT, DISPATCHERS, FLEX_BACKENDS, canonical_field
 
 if TYPE_CHECKING:
-    from analysis.classify import Expectation
+    from analysis.expectation import Expectation
     from analysis.parse import ParsedLog
 
 # requested dispatcher -> (moe_token_dispatcher_type, moe_flex_dispatcher_backend) (FACTS §1)
