@@ -26,6 +26,7 @@ from analysis.compare import LOSS_TOLERANCE, backend_rates, compare_all
 from analysis.files import atomic_write_json, read_json
 from analysis.labels import label_from_name
 from analysis.parse import group_restart_files, parse_files, restart_key
+from analysis.profile_breakdown import load_or_summarize
 from analysis.results import RunConfig, RunResult, Summary
 from analysis.stats import N_BOOT, SEED, compute_stats
 from experiments.records import DEFAULT_ALLOW_ADJUST
@@ -231,6 +232,9 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             except (OSError, ValueError):
                 effective = None
             a2a_ms = _profile_a2a_ms(adir / "profile.json")
+            breakdown = load_or_summarize(adir, write=write_run_json) if adir.is_dir() else None
+            if a2a_ms is None and breakdown and (breakdown.get("comm_ms") or {}).get("alltoall"):
+                a2a_ms = breakdown["comm_ms"]["alltoall"]  # measured all-to-all per step, for the overlap ceiling
             status = a.get("status")
             age = None
             if status in ("running", "submitted") and files:
@@ -239,6 +243,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             scheduler = SchedulerInfo(status, a.get("exit_code"), tuple(a.get("flags") or ()))
             r = analyze_run(files, name=name, attempt=k, repeat=a.get("repeat"), effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
+            if breakdown:
+                r = _replace(r, step_breakdown=breakdown)
             if write_run_json and adir.is_dir():
                 atomic_write_json(adir / "run.json", r.to_run_json())
             if latest.get(a.get("repeat")) is a:

@@ -210,7 +210,7 @@ def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
         "env": masked_env(job.env, job.cluster.secret_env),
         "payload": {"train_iters": payload.get("train_iters") or 30, "seed": payload.get("seed", 1234),
                     "hold_s": payload.get("hold_s", 0), "hold_at": payload.get("hold_at", "end"),
-                    "log_interval": 1},
+                    "log_interval": 1, "profile": plan.cfg.get("profile") is True},
         "allow_adjust": list(v.allow_adjust),
     }
 
