@@ -26,6 +26,7 @@ from analysis.files import read_json
 from analysis.labels import label_from_name
 from analysis.options import Options, UsageError
 from analysis.parse import group_restart_files, parse_files, restart_key
+from analysis.profile_breakdown import load_or_summarize
 from analysis.results import RunConfig, RunResult, Summary
 from analysis.stats import compute_stats
 from contracts.atomic import write_json
@@ -204,6 +205,9 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             except (OSError, ValueError):
                 effective = None
             a2a_ms = _profile_a2a_ms(adir / "profile.json")
+            breakdown = load_or_summarize(adir, write=write_run_json) if adir.is_dir() else None
+            if a2a_ms is None and breakdown and (breakdown.get("comm_ms") or {}).get("alltoall"):
+                a2a_ms = breakdown["comm_ms"]["alltoall"]  # measured all-to-all per step, for the overlap ceiling
             age = None
             if a.status.live and files:
                 age = now - max(f.stat().st_mtime for f in files)
@@ -211,6 +215,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             scheduler = SchedulerInfo(str(a.status), a.exit_code, tuple(a.flags))
             r = analyze_run(files, name=name, attempt=a.attempt, repeat=a.repeat, effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
+            if breakdown:
+                r = _replace(r, step_breakdown=breakdown)
             if write_run_json and adir.is_dir():
                 write_json(sd.run_json(ref), r.to_run_json(), strict=True)
             if latest.get(a.repeat) is a:

@@ -107,8 +107,40 @@ def loss_png(summary: Summary) -> bytes | None:
     return _curves(summary, "lm_loss", "lm loss", "Loss curves")
 
 
+_PART_COLORS = {"expert_gemm": "#4C72B0", "dense_gemm": "#64B5CD", "attention": "#55A868",
+                "other_compute": "#CCB974", "comm_exposed": "#C44E52", "idle": "#BBBBBB"}
+
+
+def breakdown_png(summary: Summary) -> bytes | None:
+    """One horizontal stacked bar per profiled run: where a step's time goes (ms), with the fraction of its
+    communication hidden by compute where there is communication (analysis/profile_breakdown.py)."""
+    from analysis.profile_breakdown import PARTS
+
+    runs = [r for r in summary.runs if r.step_breakdown and r.step_breakdown.get("parts_ms")]
+    if not runs:
+        return None
+    fig = Figure(figsize=(9, 0.7 * len(runs) + 1.6))
+    ax = fig.add_subplot()
+    for y, r in enumerate(runs):
+        left = 0.0
+        for part in PARTS:
+            ms = float(r.step_breakdown["parts_ms"].get(part) or 0)
+            ax.barh(y, ms, left=left, color=_PART_COLORS[part], label=part if y == 0 else None)
+            left += ms
+        hidden = r.step_breakdown.get("hidden_comm_fraction")
+        text = f"{left:,.0f} ms" + ("" if hidden is None else f", comm hidden {hidden:.0%}")
+        ax.text(left, y, " " + text, va="center", fontsize=8)
+    ax.set_yticks(range(len(runs)), [r.name for r in runs])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per profiled step")
+    ax.set_title("Where the step time goes (torch.profiler, GPU timeline)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=6, fontsize=8, frameon=False)
+    ax.margins(x=0.25)
+    return _png(fig)
+
+
 def all_plots(summary: Summary) -> dict[str, bytes]:
     """{file name: PNG bytes} of every plot that has data."""
     plots = {"throughput.png": throughput_png(summary), "step_time.png": step_time_png(summary),
-             "loss.png": loss_png(summary)}
+             "loss.png": loss_png(summary), "step_breakdown.png": breakdown_png(summary)}
     return {name: png for name, png in plots.items() if png}

@@ -79,6 +79,7 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
                      f"{r.iterations_steady}/{r.iterations_total}"))
     blocks.append(Block("table", headers=("run", "status", "reason", "step ms [95% CI]", "p90 ms", "TFLOP/s/GPU",
                                           "tokens/s/GPU", "peak GB", "steady/total"), rows=tuple(rows)))
+    blocks.extend(breakdown_blocks(summary.runs))
     if summary.backends:
         blocks.append(Block("h2", "Failure rate per dispatcher"))
         blocks.append(Block("table", headers=("dispatcher", "runs", "good", "bad", "failure rate", "reasons"), rows=tuple(
@@ -96,6 +97,31 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
         blocks.append(Block("h2", "Notes"))
         blocks.extend(Block("p", n) for n in summary.notes)
     return blocks
+
+
+def breakdown_blocks(runs: tuple[RunResult, ...]) -> list[Block]:
+    """The "where the step time goes" table of the profiled runs (summary.json ``step_breakdown_ms``)."""
+    from analysis.profile_breakdown import PARTS
+
+    rows = []
+    for r in runs:
+        b = r.step_breakdown or {}
+        if not b.get("parts_ms"):
+            continue
+        hidden = b.get("hidden_comm_fraction")
+        comm = (b.get("comm_ms") or {}).get("total")
+        rows.append((r.name, _f(b.get("step_ms")), *(_f(b["parts_ms"].get(p)) for p in PARTS), _f(comm),
+                     "-" if hidden is None else f"{hidden:.1%}", str(b.get("steps"))))
+    if not rows:
+        return []
+    return [Block("h2", "Where the step time goes (ms per profiled step, GPU timeline)"),
+            Block("p", "From the torch.profiler trace of each variant's first run (profile=true). Each instant of "
+                       "a step counts once: expert GEMM, then dense GEMM, attention, other compute, then "
+                       "communication no compute hides, then idle. Hidden = communication time overlapped by "
+                       "compute / all communication time."),
+            Block("table", headers=("run", "step", "expert GEMM", "dense GEMM", "attention", "other compute",
+                                    "exposed comm", "idle", "comm total", "comm hidden", "steps"),
+                  rows=tuple(rows))]
 
 
 def _run_blocks(r: RunResult) -> list[Block]:

@@ -90,6 +90,7 @@ class RunResult:
     mode: str | None = None
     config: RunConfig = field(default_factory=RunConfig)
     a2a_ms: float | None = None
+    step_breakdown: dict[str, Any] | None = None  # analysis/profile_breakdown.py, when the run was profiled
     series: IterationSeries | None = field(default=None, repr=False)
     steady_mask: np.ndarray | None = field(default=None, repr=False)
 
@@ -148,6 +149,8 @@ class RunResult:
             "mode": self.mode,
             "config": self.config.to_json(),
             "a2a_ms": fnum(self.a2a_ms),
+            # issue 16 (profile=true): where a profiled step's time goes, ms per step (None when not profiled)
+            **breakdown_json(self.step_breakdown),
         }
 
     def to_run_json(self) -> dict[str, Any]:
@@ -196,7 +199,21 @@ class RunResult:
             mode=d.get("mode"),
             config=RunConfig(**(d.get("config") or {})),
             a2a_ms=d.get("a2a_ms"),
+            step_breakdown=d.get("step_breakdown"),
         )
+
+
+def breakdown_json(b: dict[str, Any] | None) -> dict[str, Any]:
+    """The summary.json fields of a step breakdown (docs: analysis/README.md "Step-time breakdown"):
+    ``step_breakdown_ms`` {expert_gemm, dense_gemm, attention, other_compute, comm_exposed, idle, step} (ms per
+    profiled step; the parts sum to ``step``), ``comm_ms`` {alltoall, nccl_other, total, hidden},
+    ``hidden_comm_fraction`` (hidden / total, None without communication) and ``step_breakdown`` (the whole
+    record, with its source trace and profiled steps)."""
+    if not b or "parts_ms" not in b:
+        return {"step_breakdown_ms": None, "comm_ms": None, "hidden_comm_fraction": None,
+                "step_breakdown": b or None}
+    return {"step_breakdown_ms": {**b["parts_ms"], "step": b.get("step_ms")}, "comm_ms": b.get("comm_ms"),
+            "hidden_comm_fraction": b.get("hidden_comm_fraction"), "step_breakdown": b}
 
 
 def _json_step(s: StepTime | None) -> dict[str, Any]:

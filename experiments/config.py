@@ -76,6 +76,14 @@ class ModelConfig:
     overlap_grad_reduce: bool = True
     gradient_accumulation_fusion: bool = True
     moe_router_force_load_balancing: bool = True
+    # Kernel fusions (Megatron-Core TransformerConfig fields). None = leave the recipe's / provider's own value;
+    # conf/model/moe_bench_h200.yaml sets them from what its H200 profile showed.
+    moe_permute_fusion: bool | None = None
+    moe_router_fusion: bool | None = None
+    bias_activation_fusion: bool | None = None
+    apply_rope_fusion: bool | None = None
+    cross_entropy_loss_fusion: bool | None = None
+    cross_entropy_fusion_impl: str | None = None
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "moe_ffn_hidden_size",
@@ -87,6 +95,7 @@ class ModelConfig:
         one_of("model.recompute_granularity", self.recompute_granularity, RECOMPUTE_GRANULARITY)
         one_of("model.recompute_method", self.recompute_method, RECOMPUTE_METHOD)
         one_of("model.cuda_graph_impl", self.cuda_graph_impl, CUDA_GRAPH_IMPL)
+        one_of("model.cross_entropy_fusion_impl", self.cross_entropy_fusion_impl, (None, "native", "te"))
         if self.bf16 and self.fp16:
             raise ConfigError("model.bf16 and model.fp16 are both true; choose one (or neither for fp32)")
         # C04: a scope given as a single string instead of a list is normalised, never a crash

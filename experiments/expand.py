@@ -8,6 +8,7 @@ Duplicates collapse; every group gets its baseline (alltoall, overlap off, delay
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import subprocess
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from experiments.config import (
     TunnelConfig,
     build,
 )
-from experiments.rules import RuleContext, evaluate, min_world_size, parse_version
+from experiments.rules import RuleContext, evaluate, fitting_ep, min_world_size, parse_version
 
 # nvidia-smi name fragment -> cluster.gpu_type (FACTS §1 GPU generations)
 _GPU_NAMES = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H200", "h200"),
@@ -78,6 +79,41 @@ def detect_local_gpus() -> tuple[int, str | None]:
     return count, gpu_type
 
 
+# cluster.container=auto (conf/cluster/local.yaml): the profile of the stack this machine runs
+AUTO_CONTAINER = {"gpu": "mbridge_0_6_h200", "cpu": "ci_cpu"}  # GPU: the stack proven on the lent H200
+EP_KEY = "model.expert_model_parallel_size"
+NEEDS_2_GPUS = "overlap arms need at least 2 GPUs (expert parallelism EP >= 2)"
+
+
+def auto_container(local_gpus: int) -> str:
+    """The container profile ``cluster.container=auto`` names: a GPU stack on a GPU box, ``ci_cpu`` without."""
+    return AUTO_CONTAINER["gpu" if local_gpus else "cpu"]
+
+
+def given_on_command_line(overrides: tuple[str, ...], key: str) -> bool:
+    """Whether an override sets dotted ``key`` (``key=...``, ``+key=...``, ``++key=...``)."""
+    return any(o.lstrip("+~").partition("=")[0].strip() == key for o in overrides)
+
+
+def fit_local_ep(model: ModelConfig, job: JobSpec, local_gpus: int,
+                 overrides: tuple[str, ...]) -> tuple[ModelConfig, str | None]:
+    """On a local GPU box, shrink the model profile's expert_model_parallel_size to fit the GPUs found (issue 16:
+    on one GPU the default tiny model runs at EP=1). Only when the command line does not set EP itself and the
+    world size comes from the GPUs found; returns the model and a warning, or the model unchanged and None.
+    """
+    if job.cluster.executor != "local" or not local_gpus or given_on_command_line(overrides, EP_KEY):
+        return model, None
+    settings = model.settings()
+    ep = fitting_ep(settings, job.world_size)
+    if ep == model.expert_model_parallel_size:
+        return model, None
+    note = (f"{EP_KEY} {model.expert_model_parallel_size} -> {ep}: the model profile's EP does not fit the "
+            f"{job.world_size} local GPU(s); set {EP_KEY}=... to choose it yourself")
+    if ep == 1:
+        note += f"; the {NEEDS_2_GPUS}"
+    return dataclasses.replace(model, expert_model_parallel_size=ep), note
+
+
 def load_preset(cfg: dict[str, Any]) -> SweepPreset:
     """Build the typed sweep preset from ``cfg['sweep']``."""
     raw = copy.deepcopy(cfg["sweep"])
@@ -91,13 +127,17 @@ def load_preset(cfg: dict[str, Any]) -> SweepPreset:
     return build(SweepPreset, raw, "sweep")
 
 
-def load_container(cfg: dict[str, Any], cluster: ClusterConfig) -> tuple[ContainerProfile, list[str]]:
-    """The container profile: ``container=`` if given, else the one the cluster profile names (CONTRACTS §8)."""
+def load_container(cfg: dict[str, Any], cluster: ClusterConfig,
+                   local_gpus: int = 0) -> tuple[ContainerProfile, list[str]]:
+    """The container profile: ``container=`` if given, else the one the cluster profile names (CONTRACTS §8);
+    ``auto`` names :func:`auto_container` of ``local_gpus``."""
     from omegaconf import OmegaConf
 
     from experiments.compose import CONF_DIR, group_options
 
     warnings = []
+    if cluster.container == "auto":
+        cluster = dataclasses.replace(cluster, container=auto_container(local_gpus))
     if cfg.get("container"):
         prof = build(ContainerProfile, dict(cfg["container"]), "container")
         if prof.name != cluster.container:
@@ -180,10 +220,15 @@ def expand(composed: Composed, preflight: str = "static") -> Expansion:
             _set_dotted(cfg, a.key, axes[a.key])
         model = build(ModelConfig, dict(cfg["model"]), "model")
         cluster = _cluster(cfg)
-        prof, cw = load_container(cfg, cluster)
+        prof, cw = load_container(cfg, cluster, local_gpus)
         container = container or prof
         warnings.extend(w for w in cw if w not in warnings)
         job = _job_spec(model, cluster, local_gpus, local_type)
+        model, fit_note = fit_local_ep(model, job, local_gpus, composed.overrides)
+        if fit_note:
+            job = dataclasses.replace(job, model=model)
+            if fit_note not in warnings:
+                warnings.append(fit_note)
         if cluster.gpu_type == "auto" and job.gpu_type is None:
             w = "no local GPU found: the flex-backend GPU rules were not applied (set cluster.gpu_type=...)"
             if w not in warnings:
@@ -205,6 +250,9 @@ def expand(composed: Composed, preflight: str = "static") -> Expansion:
             is_base = d == "alltoall" and not o and not w
             v = _make_variant(name, d, o, w, axes, idx, stage, "baseline" if is_base else role, model, job, prof,
                               preflight)
+            if fit_note and v.status == "pruned" and model.expert_model_parallel_size == 1 and (o or d != "alltoall"):
+                v = dataclasses.replace(v, reasons=(*v.reasons, f"the {NEEDS_2_GPUS}; this machine has "
+                                                                f"{job.world_size}"))
             variants[name] = v
             jobs[name] = job
     if not variants:

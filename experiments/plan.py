@@ -1,6 +1,6 @@
 """``action=plan``: compose, expand, preflight, render job scripts and write the sweep folder (CONTRACTS §1, §3).
 
-Nothing is submitted. The folder gets ``manifest.json`` (through :mod:`experiments.manifest`),
+Nothing is submitted. The folder gets ``manifest.json`` (through :mod:`contracts.manifest`),
 ``variants/<name>/variant.json`` for the payload and ``variants/<name>/job.sh`` (the script as it would be
 submitted) for every kept variant.
 """
@@ -211,7 +211,7 @@ def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
         "env": mask_env(job.env, job.cluster.secret_env),
         "payload": {"train_iters": payload.get("train_iters") or 30, "seed": payload.get("seed", 1234),
                     "hold_s": payload.get("hold_s", 0), "hold_at": payload.get("hold_at", "end"),
-                    "log_interval": 1},
+                    "log_interval": 1, "profile": plan.cfg.get("profile") is True},
         "allow_adjust": list(v.allow_adjust),
     }
 

@@ -285,7 +285,10 @@ RULES: tuple[Rule, ...] = (
          lambda c: c.world_size % (c.expert_tensor_parallel_size * c.expert_model_parallel_size
                                    * c.pipeline_model_parallel_size) == 0,
          lambda c: f"ETP*EP*PP = {c.expert_tensor_parallel_size}*{c.expert_model_parallel_size}*"
-                   f"{c.pipeline_model_parallel_size} does not divide the world size {c.world_size}",
+                   f"{c.pipeline_model_parallel_size} does not divide the world size {c.world_size}; "
+                   f"set model.expert_model_parallel_size={fitting_ep(c.settings, c.world_size)} to fit "
+                   f"{c.world_size} GPU(s), or run on a multiple of {_ep_ranks(c.settings)} GPUs "
+                   "(cluster.gpus_per_node / cluster.nodes)",
          "Megatron-Core parallel_state.initialize_model_parallel (expert groups)"),
     Rule("experts_ep", "world", always, lambda c: c.num_moe_experts % c.expert_model_parallel_size == 0,
          lambda c: f"num_moe_experts={c.num_moe_experts} is not divisible by expert_model_parallel_size="
@@ -325,3 +328,19 @@ def min_world_size(settings: dict[str, Any]) -> int:
     mp = s["tensor_model_parallel_size"] * s["pipeline_model_parallel_size"] * s["context_parallel_size"]
     ep = s["expert_tensor_parallel_size"] * s["expert_model_parallel_size"] * s["pipeline_model_parallel_size"]
     return math.lcm(mp, ep)
+
+
+def _ep_ranks(settings: dict[str, Any]) -> int:
+    return (settings["expert_tensor_parallel_size"] * settings["expert_model_parallel_size"]
+            * settings["pipeline_model_parallel_size"])
+
+
+def fitting_ep(settings: dict[str, Any], world_size: int) -> int:
+    """The largest expert_model_parallel_size <= the settings' own that fits ``world_size`` ranks: ETP*EP*PP
+    divides the world size (Megatron-Core expert groups) and EP divides num_moe_experts (MoELayer). At least 1.
+    """
+    etp, pp = settings["expert_tensor_parallel_size"], settings["pipeline_model_parallel_size"]
+    for ep in range(settings["expert_model_parallel_size"], 1, -1):
+        if world_size % (etp * ep * pp) == 0 and settings["num_moe_experts"] % ep == 0:
+            return ep
+    return 1

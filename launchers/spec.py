@@ -20,12 +20,12 @@ def check_task_name(name: str) -> str:
     """Return ``name`` if it is a valid task / Slurm job name here: ``[A-Za-z0-9_.-]``, at most 80 characters.
 
     Raises:
-        LaunchConfigError: naming the bad name (use ``experiments.records.safe_name`` to make one).
+        LaunchConfigError: naming the bad name (use ``contracts.records.safe_name`` to make one).
     """
     if not _TASK.match(name):
         raise LaunchConfigError(
             f"job name {name!r} is not safe: use letters, digits, '_', '.', '-' (at most 80, not starting with "
-            "a symbol); experiments.records.safe_name() makes one"
+            "a symbol); contracts.records.safe_name() makes one"
         )
     return name
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from experiments.payload.bridge_api import GPT_PROVIDER, BridgeAPI, call_recipe, resolve_recipe
 from experiments.payload.errors import UnknownField
-from experiments.payload.spec import VariantSpec
+from experiments.payload.spec import LIBRARY_DEFAULT_WHEN_NONE, VariantSpec
 
 TRAIN_SETTINGS = ("global_batch_size", "micro_batch_size")  # -> cfg.train
 DDP_SETTINGS = ("overlap_grad_reduce",)  # -> cfg.ddp (and cfg.comm_overlap, whose value would win)
@@ -86,6 +86,8 @@ def check_fields(cfg: Any, spec: VariantSpec, api: BridgeAPI) -> None:
     """
     problems = []
     for key in spec.settings:
+        if spec.settings[key] is None and key in LIBRARY_DEFAULT_WHEN_NONE:
+            continue
         target = _target(cfg, api, key)
         if key == "cuda_graph_scope" and (_has(target, key) or _has(target, "cuda_graph_modules")):
             continue
@@ -187,7 +189,7 @@ def apply_variant(cfg: Any, spec: VariantSpec, api: BridgeAPI) -> Applied:
     model, s = model_config_of(cfg), spec.settings
     special = set(TRAIN_SETTINGS + DDP_SETTINGS + COMM_OVERLAP_SETTINGS + DISPATCH_SETTINGS + ("bf16", "fp16"))
     for key, value in s.items():
-        if key in special:
+        if key in special or (value is None and key in LIBRARY_DEFAULT_WHEN_NONE):
             continue
         if key == "cuda_graph_scope" and api.set_cuda_graph_modules is not None:
             api.set_cuda_graph_modules(model, value)  # Bridge's helper: current Core API, string or list

@@ -25,6 +25,7 @@ from typing import Any
 
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import CoreMissing
+from experiments.payload.spec import LIBRARY_DEFAULT_WHEN_NONE
 
 # Settings that are not TransformerConfig fields, and where Megatron-Bridge keeps them instead
 # (GPTModelProvider.vocab_size/seq_length, TrainingConfig batch sizes, DistributedDataParallelConfig).
@@ -127,6 +128,8 @@ def transformer_config_kwargs(settings: dict[str, Any]) -> tuple[dict[str, Any],
     for key, value in settings.items():
         if key in NON_TRANSFORMER_FIELDS or key in PROVIDER_FIELDS:
             continue
+        if value is None and key in LIBRARY_DEFAULT_WHEN_NONE:  # keep the library's default
+            continue
         if key == "cuda_graph_scope" and "cuda_graph_modules" in fields:
             key, value = "cuda_graph_modules", scope_list(value)
         if key not in fields:
@@ -168,9 +171,45 @@ def assumed_versions(torch_version: str | None, te_version: str | None) -> Itera
         if te_version:
             utils._te_version = version_cls(str(te_version))
             used["transformer_engine"] = str(te_version)
-        yield used
+        with _te_kernels_present(bool(te_version)):
+            yield used
     finally:
         utils._torch_version, utils._te_version = saved
+
+
+# TE kernels whose presence Megatron-Core 0.19's TransformerConfig checks by import (None without TE):
+# apply_rope_fusion -> rope_utils (message "Please install TE >= 1.4"), moe_permute_fusion -> moe_utils
+# ("fused permutation is not available. Please install TE >= 2.1.0").
+TE_IMPORT_CHECKS = (
+    ("megatron.core.models.common.embeddings.rope_utils", ("fused_apply_rotary_pos_emb",)),
+    ("megatron.core.transformer.moe.moe_utils", ("fused_permute", "fused_permute_with_probs",
+                                                 "fused_sort_chunks_by_index",
+                                                 "fused_sort_chunks_by_index_with_probs", "fused_unpermute")),
+)
+
+
+@contextlib.contextmanager
+def _te_kernels_present(target_has_te: bool) -> Iterator[None]:
+    """Without TE here but with TE in the target container, placeholders stand for the TE kernels of
+    :data:`TE_IMPORT_CHECKS` during the check (never called); restored to None afterwards."""
+    import importlib
+
+    patched = []
+    if target_has_te:
+        for module_name, names in TE_IMPORT_CHECKS:
+            try:
+                module = importlib.import_module(module_name)
+            except Exception:
+                continue
+            for name in names:
+                if hasattr(module, name) and getattr(module, name) is None:
+                    setattr(module, name, lambda *a, **k: None)
+                    patched.append((module, name))
+    try:
+        yield
+    finally:
+        for module, name in patched:
+            setattr(module, name, None)
 
 
 def library_message(exc: BaseException) -> str:

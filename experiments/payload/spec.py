@@ -24,6 +24,11 @@ KNOB_FIELDS = (
 DEFAULT_TRAIN_ITERS = 30  # CONTRACTS §7: leaves >= 20 steady iterations after the default warm-up
 
 
+# Settings whose ``None`` means "keep the recipe's / provider's own value" (experiments/config.py ModelConfig):
+# they are set only when the model profile gives a value.
+LIBRARY_DEFAULT_WHEN_NONE = ("moe_permute_fusion", "moe_router_fusion", "bias_activation_fusion",
+                             "apply_rope_fusion", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl")
+
 @dataclass(frozen=True, kw_only=True)
 class VariantSpec:
     """One resolved variant as the payload sees it.
@@ -55,6 +60,7 @@ class VariantSpec:
     allow_adjust: tuple[str, ...] = DEFAULT_ALLOW_ADJUST
     attempt: int | None = None
     sweep_id: str | None = None
+    profile: bool = False  # payload.profile: capture a torch.profiler trace of a few steady steps (attempt 1)
 
     @property
     def world_size(self) -> int | None:
@@ -159,6 +165,7 @@ def load_variant(path: str | Path) -> VariantSpec:
         log_interval=int(payload.get("log_interval") or 1),
         allow_adjust=tuple(allow) if allow is not None else DEFAULT_ALLOW_ADJUST,
         sweep_id=doc.get("sweep_id"),
+        profile=payload.get("profile") is True,
     )
 
 

@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from experiments.payload import runtime_info
+from experiments.payload import profile, runtime_info
 from experiments.payload.bridge_api import BridgeAPI, is_hf_unreachable, load_bridge, stub_compile_helpers
 from experiments.payload.bridge_config import Applied, apply_variant, build_config, model_config_of
 from experiments.payload.effective import read_effective
@@ -216,6 +216,8 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
     cfg, notes = build_config(spec, api)
     applied = apply_variant(cfg, spec, api)
     applied.notes[:0] = notes
+    if profile.configure(cfg, spec, out_dir) is not None:
+        applied.notes.append(f"profile: torch.profiler trace of steady steps in {profile.TRACE_DIR}")
     for note in applied.notes:
         say(f"[payload] {note}")
     say(f"[payload] train {spec.name} on {name} (cc {cap}), rank {rank}; Megatron-Bridge {api.version}")

@@ -17,8 +17,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from experiments.payload import runtime_info
-from experiments.payload.bridge_api import BridgeAPI, load_bridge
+from experiments.payload.bridge_api import GPT_PROVIDER, BridgeAPI, load_bridge
 from experiments.payload.bridge_config import (
+    QWEN3_LIKE,
     Applied,
     apply_shared_expert_overlap,
     apply_variant,
@@ -65,13 +66,23 @@ def target_versions(spec: VariantSpec) -> dict[str, Any]:
     return {"torch": spec.container.get("torch"), "transformer_engine": spec.container.get("transformer_engine")}
 
 
+def gpt_provider_blocks(spec: VariantSpec) -> dict[str, Any]:
+    """For ``recipe: gpt_provider``, the architecture facts of :data:`QWEN3_LIKE` that Megatron-Core's checks read
+    (a gated SiLU MLP: ``bias_activation_fusion`` is checked against them); nothing for a library recipe."""
+    if spec.recipe != GPT_PROVIDER:
+        return {}
+    import torch.nn.functional as F
+
+    return {"gated_linear_unit": QWEN3_LIKE["gated_linear_unit"], "activation_func": F.silu}
+
+
 def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
     """The CPU fallback: Megatron-Core's TransformerConfig and micro-batch checks only.
 
     Raises:
         CoreMissing: megatron.core is not importable.
     """
-    view, applied = SimpleNamespace(**spec.settings), Applied()
+    view, applied = SimpleNamespace(**gpt_provider_blocks(spec), **spec.settings), Applied()
     apply_shared_expert_overlap(view, spec, applied)  # the same adjustment train mode makes
     r = check_transformer_config(vars(view), world_size=spec.world_size, versions=target_versions(spec))
     if r.unknown_fields:

@@ -12,7 +12,8 @@
 #   install    pip-install the wheels into $GPU_SITE, then the TE core + meta wheels on top
 #   build_ext  build transformer_engine_torch from its sdist here (~80 s on 16 cores), install it
 #   imports    import transformer_engine(.pytorch), megatron.core, megatron.bridge (+ pretrain, gpt_step)
-#   orch       import hydra, nemo_run, sqlalchemy, ... and every module of experiments/, launchers/, analysis/
+#   orch       import every runtime dep pyproject names (scripts/gpu/deps.py imports: hydra, nemo_run, re2,
+#              pyarrow, psycopg, ...), torchx, fiddle and every module of experiments/, launchers/, analysis/
 #   smoke      te.Linear bf16 forward + backward on the GPU
 #   pack       tar results/ (or $PACK_DIRS) into $OUT/results.tgz (one file: $OUT keeps 2 folder levels only)
 # Afterwards: `source scripts/gpu/device_env.sh` and run the sweep (README).
@@ -141,8 +142,13 @@ sys.exit(1 if bad else 0)
 EOF
 }
 
+deps_imports() {  # the import names of pyproject's runtime deps and gpu extra (scripts/gpu/deps.py)
+  "$PY" "$HERE/deps.py" imports
+}
+
 stage_imports() {
-  import_check transformer_engine transformer_engine.pytorch megatron.core megatron.bridge \
+  # shellcheck disable=SC2046
+  import_check $(deps_imports | grep -E '^(megatron|transformer_engine)') transformer_engine.pytorch \
     megatron.bridge.training.pretrain megatron.bridge.training.gpt_step megatron.bridge.models.gpt_provider
 }
 
@@ -151,7 +157,7 @@ stage_orch() {
   mods=$(find experiments launchers analysis -name '*.py' ! -name '__main__.py' 2>/dev/null \
     | sed -e 's|/__init__\.py$||' -e 's|\.py$||' -e 's|/|.|g' | sort)
   # shellcheck disable=SC2086
-  import_check hydra omegaconf nemo_run torchx fiddle leptonai sqlalchemy rich filelock numpy scipy matplotlib $mods
+  import_check $(deps_imports | grep -vE '^(megatron|transformer_engine|torch$)') torchx fiddle $mods
 }
 
 stage_smoke() {

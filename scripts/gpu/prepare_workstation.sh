@@ -23,7 +23,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-TE_VER=2.12.0   # TE >= 2.13 cu13 needs cublasLtGroupedMatrixLayoutInit_internal, absent from torch 2.11's cuBLAS 13.1
+# Versions come from pyproject.toml (scripts/gpu/deps.py): the `gpu` extra for Megatron and TE, the runtime
+# dependencies for the orchestrator and analysis (a range there is resolved to the version .venv holds).
+DEPS="${DEPS_PYTHON:-.venv/bin/python} scripts/gpu/deps.py"
+TE_VER=$($DEPS version transformer-engine)   # 2.12.0: TE >= 2.13 cu13 needs a cuBLAS symbol torch 2.11 lacks
+GPU_PINS=$($DEPS gpu | grep -v '^transformer-engine==')   # megatron-core, megatron-bridge
+CARRY_PINS=$($DEPS carry)   # runtime deps the device image lacks (hydra, nemo-run, sqlalchemy, google-re2, ...)
 PART_MIB=${PART_MIB:-56}
 G=.gpu
 mkdir -p $G/dl/whl $G/dl/te
@@ -39,7 +44,8 @@ dl() { local dest=$1; shift; quiet python3 -m pip download -q --no-deps --only-b
 echo "== 1. Megatron wheels and the imports on the pretrain path that the device image lacks"
 # Found by importing megatron.bridge.training.{pretrain,gpt_step} in a bare Python 3.12 + torch 2.11 venv
 # until nothing was missing (first H200 bring-up, 2026-11-29).
-dl $G/dl/whl megatron-core==0.19.2 megatron-bridge==0.6.2 \
+# shellcheck disable=SC2086
+dl $G/dl/whl $GPU_PINS \
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
   typing-extensions==4.16.0 nvdlfw-inspect==0.2.2 \
   nvidia-resiliency-ext==0.6.0 defusedxml==0.7.1 \
@@ -56,15 +62,15 @@ echo "== 2. Orchestrator wheels: hydra, nemo-run and what 'import nemo_run' + a 
 # (/work/.library/device/KINDS.md list), importing nemo_run and running a real LocalExecutor torchrun job
 # until nothing was missing. ray (a leptonai requirement) is not imported. rich, filelock, numpy, scipy,
 # matplotlib, pyyaml, click, typer, jinja2, httpx, requests, pillow, huggingface-hub are on the image.
-dl $G/dl/whl hydra-core==1.3.2 omegaconf==2.3.0 \
-  nemo-run==0.11.1 catalogue==2.0.10 toml==0.10.2 \
+# shellcheck disable=SC2086
+dl $G/dl/whl $CARRY_PINS \
+  catalogue==2.0.10 toml==0.10.2 \
   fiddle==0.3.1 libcst==1.9.0 graphviz==0.21 \
   torchx==0.7.0 docstring-parser==0.18.0 importlib-metadata==10.2.0 lazy-importer==0.1.0 \
   fabric==3.2.3 invoke==2.2.1 decorator==5.3.1 paramiko==5.1.0 cryptography==50.0.2 bcrypt==5.0.0 \
   pynacl==1.6.2 \
-  leptonai==0.27.3 loguru==0.7.3 fastapi==0.163.2 starlette==0.52.1 sniffio==1.3.1 contextlib2==21.6.0 \
-  prometheus-fastapi-instrumentator==7.0.0 uvicorn==0.54.0 exceptiongroup==1.3.2 ledoc-ui==0.1.0 \
-  sqlalchemy==2.1.9
+  loguru==0.7.3 fastapi==0.163.2 starlette==0.52.1 sniffio==1.3.1 contextlib2==21.6.0 \
+  prometheus-fastapi-instrumentator==7.0.0 uvicorn==0.54.0 exceptiongroup==1.3.2 ledoc-ui==0.1.0
 # antlr4 (omegaconf/hydra) is published only as an sdist: make a py3 wheel of it
 ls $G/dl/whl/antlr4_python3_runtime-4.9.3-*.whl >/dev/null 2>&1 || \
   quiet python3 -m pip wheel -q --no-deps -w $G/dl/whl antlr4-python3-runtime==4.9.3
@@ -101,7 +107,11 @@ else
   rm -f $G/dl/te/transformer_engine_torch-*.whl   # a stale prebuilt wheel would shadow the device build
 fi
 
-echo "== 5. one version of each distribution"
+echo "== 5. one version of each distribution; every runtime dependency of pyproject is in the bundle"
+for pin in $GPU_PINS $CARRY_PINS; do
+  n=$(echo "${pin%%==*}" | tr 'A-Z-' 'a-z_')
+  ls $G/dl/whl $G/dl/te | tr 'A-Z-' 'a-z_' | grep -qE "^${n}[-_][0-9]" || { echo "missing from the bundle: $pin"; exit 1; }
+done
 dups=$(ls $G/dl/whl $G/dl/te | grep -E '\.whl$' | sed -E 's/-[0-9].*//' | tr 'A-Z-' 'a-z_' | sort | uniq -d)
 [ -z "$dups" ] || { echo "more than one version of: $dups (delete the stale files under $G/dl)"; exit 1; }
 

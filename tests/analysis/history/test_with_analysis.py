@@ -8,8 +8,8 @@ import json
 import random
 
 from analysis.analyze import analyze_sweep
-from analysis.history import judge_night, record_summary
 from analysis.api import write_report
+from analysis.history import judge_night, record_summary
 from tests.analysis import synth
 
 REQ = {"a2a.ovl0.dw0": {"dispatcher": "alltoall", "overlap": False, "delay_wgrad": False},

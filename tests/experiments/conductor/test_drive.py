@@ -145,8 +145,8 @@ def test_ctrl_c_on_local_cancels_runs_and_exits_130(tmp_path):
 def test_masked_secrets_come_from_the_environment_on_resume(monkeypatch):
     import pytest
 
-    from experiments.config import ConfigError
     from experiments.conductor.backends import job_cluster
+    from experiments.config import ConfigError
 
     cluster = {"executor": "slurm", "env_vars": {"HF_TOKEN": "***", "TAG": "a b"}}
     monkeypatch.delenv("HF_TOKEN", raising=False)
