@@ -236,7 +236,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             if status in ("running", "submitted") and files:
                 age = now - max(f.stat().st_mtime for f in files)
             name = v["name"] if not multi else f"{v['name']}.r{a.get('repeat')}"
-            scheduler = SchedulerInfo(status, a.get("exit_code"), tuple(a.get("flags") or ()))
+            # a raw Slurm state, when the launcher records one, names causes the manifest status cannot (issue 14)
+            scheduler = SchedulerInfo(a.get("scheduler_state") or status, a.get("exit_code"), tuple(a.get("flags") or ()))
             r = analyze_run(files, name=name, attempt=k, repeat=a.get("repeat"), effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
             if write_run_json and adir.is_dir():

@@ -96,6 +96,8 @@ _PLUMBING_RE = re.compile(r"AttributeError: 'NoneType' object has no attribute '
 _PLUMBING_HINT = re.compile(r"overlap|wgrad|dispatcher|comm_|flex|moe_", re.I)
 # a frame or message inside the dispatcher: DeepEP/HybridEP packages, Megatron's fused_a2a wrapper, their kernels
 _FLEX_RE = re.compile(r"DeepEP|deep_ep|hybrid[-_]?ep|fused_a2a|internode(?:_ll)?\.cu|intranode\.cu|csrc/kernels", re.I)
+# the rank a line is from: "[rank3]:", "[Rank 3]", "Rank 3:", "[default3]:", srun's "3: " label
+_RANK_OF = re.compile(r"\[rank(\d+)\]|\bRank (\d+)\b|\[default(\d+)\]|^(\d+): ")
 _TIMEOUT_RE = re.compile(r"\btime(?:d)?[ -]?out\b", re.I)
 _NCCL_RE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<timeout>\d+)")
 _RAN_FOR_RE = re.compile(r"ran for (\d+) milliseconds")
@@ -234,6 +236,12 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
                            "tokens + 1 < 65536): lower micro_batch_size or seq_length, or raise TP/CP")
     elif reason == "dispatcher_timeout":
         details.update({"backend": _backend(text, markers, m), "retriable": True})
+    elif reason == "nan_inf":
+        r = _RANK_OF.search(text)
+        details["rank"] = int(next(g for g in r.groups() if g is not None)) if r else None
+        it = re.search(r"\biteration[ :]+(\d+)", text)
+        if it:
+            details["iteration"] = int(it.group(1))
     elif reason == "nccl_timeout":
         n = _NCCL_RE.search(text)
         if n:
@@ -307,10 +315,14 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
     bad = np.flatnonzero(s.nonfinite | (s.nan_iterations > 0))
     if bad.size:
         i = int(bad[0])
-        found.setdefault("nan_inf", _Finding([], log.last_iteration_offset or 0))
-        found["nan_inf"].evidence.insert(0, (f"iteration {int(s.iteration[i])}: lm loss {s.lm_loss[i]}, grad norm "
-                                             f"{s.grad_norm[i]}, nan iterations {max(int(s.nan_iterations[i]), 0)}"))
-        found["nan_inf"].details.update({"iteration": int(s.iteration[i]), "iterations_affected": int(bad.size)})
+        f = found.setdefault("nan_inf", _Finding([], log.last_iteration_offset or 0, {"rank": None}))
+        f.evidence.insert(0, (f"iteration {int(s.iteration[i])}: lm loss {s.lm_loss[i]}, grad norm "
+                              f"{s.grad_norm[i]}, nan iterations {max(int(s.nan_iterations[i]), 0)}"
+                              + (f" (rank {f.details['rank']})" if f.details.get("rank") is not None else "")))
+        f.details.update({"iteration": int(s.iteration[i]), "iterations_affected": int(bad.size)})
+    elif "nan_inf" in found and "iteration" not in found["nan_inf"].details and len(s):
+        # the NaN check fired before the iteration line was printed: it is the iteration after the last logged one
+        found["nan_inf"].details["iteration"] = int(s.iteration[-1]) + 1
     return found
 
 
