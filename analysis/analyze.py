@@ -212,7 +212,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             if a.status.live and files:
                 age = now - max(f.stat().st_mtime for f in files)
             name = v.name if not multi else f"{v.name}.r{a.repeat}"
-            scheduler = SchedulerInfo(str(a.status), a.exit_code, tuple(a.flags))
+            # a raw Slurm state, when the conductor recorded one, names causes the manifest status cannot (issue 14)
+            scheduler = SchedulerInfo(a.get("scheduler_state") or str(a.status), a.exit_code, tuple(a.flags))
             r = analyze_run(files, name=name, attempt=a.attempt, repeat=a.repeat, effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
             if breakdown:

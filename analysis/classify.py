@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis import catalogue, summaries
 from analysis.expectation import Expectation
 from analysis.labels import label_issues
 from analysis.markers import EXCEPTION_RE, Marker
@@ -61,21 +62,30 @@ PRIORITY = (
     "dispatcher_fallback",
     "label_mismatch",
     "flex_kernel_assertion",
+    "flex_kernel_error",
     "nvshmem_init",
     "dispatcher_unavailable",
+    "hardware_failure",
+    "node_failure",
     "cuda_oom",
+    "host_oom",
+    "preempted",
     "dispatcher_timeout",
     "assertion",
+    "cuda_error",
+    "_hard_signal",  # killed_by_signal:SIGSEGV/SIGBUS/SIGILL/SIGFPE: before the NCCL errors the other ranks report
     "nccl_timeout",
+    "nccl_error",
     "nan_inf",
     "traceback",
-    "node_failure",
+    "killed_by_signal",  # SIGABRT and the rest: after the exception that usually raised them
     "suspected_hang",
     "slurm_time_limit",
     "cancelled",
     "task_exit_code",
 )
-RETRIABLE = frozenset({"dispatcher_timeout", "nccl_timeout"})
+# the retriable flag follows the reason's catalogue family (analysis.signatures.FAMILIES)
+RETRIABLE = frozenset(r for r in PRIORITY if catalogue.retriable(r))
 # exceptions that only echo a failure elsewhere (torchrun's agent, c10d after an abort)
 _ECHO_EXCEPTIONS = ("ChildFailedError", "DistBackendError", "DistNetworkError", "SignalException")
 # knobs whose missing parent config gives the C03 AttributeError (FACTS §1)
@@ -86,8 +96,11 @@ _PAYLOAD_REASONS = {"check_failed": "preflight_reject", "mismatch": "label_misma
                     "interrupted": "cancelled", "training_failed": "_training_failed"}
 _PLUMBING_RE = re.compile(r"AttributeError: 'NoneType' object has no attribute '(\w+)'")
 _PLUMBING_HINT = re.compile(r"overlap|wgrad|dispatcher|comm_|flex|moe_", re.I)
-_FLEX_RE = re.compile(r"DeepEP|deep_ep|hybrid_?ep|internode\.cu|intranode\.cu|csrc/kernels", re.I)
-_C_ASSERT_RE = re.compile(r"Assertion failed: (?P<loc>[^,]+?)(?:, condition: (?P<cond>.*))?$|(?P<loc2>\S+): .*Assertion [`'](?P<cond2>.*)' failed")
+# a frame or message inside the dispatcher: DeepEP/HybridEP packages, Megatron's fused_a2a wrapper, their kernels
+_FLEX_RE = re.compile(r"DeepEP|deep_ep|hybrid[-_]?ep|fused_a2a|internode(?:_ll)?\.cu|intranode\.cu|csrc/kernels", re.I)
+# the rank a line is from: "[rank3]:", "[Rank 3]", "Rank 3:", "[default3]:", srun's "3: " label
+_RANK_OF = re.compile(r"\[rank(\d+)\]|\bRank (\d+)\b|\[default(\d+)\]|^(\d+): ")
+_TIMEOUT_RE = re.compile(r"\btime(?:d)?[ -]?out\b", re.I)
 _NCCL_RE = re.compile(r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+).*?Timeout\(ms\)=(?P<timeout>\d+)")
 _RAN_FOR_RE = re.compile(r"ran for (\d+) milliseconds")
 _EP_OPS = frozenset({"ALLTOALL", "ALLTOALL_BASE", "ALLTOALLV", "_ALLTOALL_BASE"})
@@ -96,8 +109,6 @@ _DP_OPS = frozenset({
     "_ALLGATHER_BASE", "ALLGATHER_INTO_TENSOR_COALESCED", "ALLREDUCE_COALESCED", "BROADCAST", "REDUCE", "COALESCED",
 })
 _P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE"})
-_TASK_RE = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (?:Exited with exit code (\d+)|(\w[\w ]*))"
-                      r"|job exited with code (\d+)")
 _CANCEL_AT_RE = re.compile(r"CANCELLED AT (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 _HOST_RES = (re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED"), re.compile(r"srun: error: ([\w.-]+): task"),
              re.compile(r"Node failure on ([\w.-]+)"))
@@ -108,7 +119,7 @@ FLEX_HINT = ("DeepEP needs one NVSHMEM RC queue pair per channel (channels = SMs
 # Slurm job states (sacct) -> manifest statuses (CONTRACTS §4)
 _SLURM_STATES = {
     "COMPLETED": "succeeded", "FAILED": "failed", "TIMEOUT": "timeout", "CANCELLED": "cancelled",
-    "PREEMPTED": "cancelled", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "RUNNING": "running",
+    "PREEMPTED": "cancelled", "REQUEUED": "cancelled", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "RUNNING": "running",
     "PENDING": "submitted", "BOOT_FAIL": "failed", "DEADLINE": "timeout",
 }
 EVIDENCE_LINES = 6
@@ -157,6 +168,78 @@ def _before_frame(markers: Sequence[Marker], m: Marker) -> list[str]:
     return [frames[-1].text] if frames else []
 
 
+_CONTEXT_REASONS = frozenset({"flex_kernel_assertion", "flex_kernel_error", "assertion", "cuda_oom", "cuda_error"})
+
+
+def _in_dispatcher(markers: Sequence[Marker], m: Marker, frames: int = 3, window: int = 16384) -> bool:
+    """True when the line or one of the last ``frames`` traceback frames before it (same file, within ``window``
+    bytes) is inside DeepEP/HybridEP (``_FLEX_RE``)."""
+    if _FLEX_RE.search(m.text):
+        return True
+    near = [f for f in markers if f.kind == "frame" and f.file == m.file and m.offset - window < f.offset < m.offset]
+    return any(_FLEX_RE.search(f.text) for f in near[-frames:])
+
+
+def _backend(text: str, markers: Sequence[Marker], m: Marker) -> str:
+    near = " ".join([text] + _before_frame(markers, m))
+    return "HybridEP" if re.search(r"hybrid|nixl", near, re.I) else "DeepEP"
+
+
+def _signature_details(reason: str, details: dict[str, Any], m: Marker,
+                       markers: Sequence[Marker]) -> tuple[str | None, dict[str, Any]]:
+    """The reason and details of a catalogue hit, with what the line's context adds: a generic assertion or CUDA
+    error inside a DeepEP/HybridEP frame becomes the dispatcher's, the NCCL op gives its path, exit code 0 is no
+    failure, a signal names itself."""
+    text = m.text
+    if "location2" in details or "condition2" in details:
+        details.setdefault("location", details.pop("location2", None))
+        details.setdefault("condition", details.pop("condition2", None))
+    if reason == "assertion":
+        if "AssertionError" in text and "location" not in details:
+            details["assertion"] = text.split("AssertionError", 1)[1].lstrip(": ").strip() or None
+        else:
+            details["assertion"] = text
+        if _in_dispatcher(markers, m):
+            reason = "flex_kernel_assertion"
+    elif reason == "cuda_error" and _in_dispatcher(markers, m):
+        reason = "flex_kernel_error"
+    if reason == "flex_kernel_assertion":
+        details.setdefault("assertion", text)
+        if "num_rc_per_pe" in (details.get("condition") or text):
+            details["hint"] = FLEX_HINT
+    elif reason == "flex_kernel_error" and details.get("tokens") is not None:
+        details["hint"] = ("HybridEP across NVLink domains holds at most 21844 tokens per rank (IB tx_depth = 3 x "
+                           "tokens + 1 < 65536): lower micro_batch_size or seq_length, or raise TP/CP")
+    elif reason == "dispatcher_timeout":
+        details.update({"backend": _backend(text, markers, m), "retriable": True})
+    elif reason == "nan_inf":
+        r = _RANK_OF.search(text)
+        details["rank"] = int(next(g for g in r.groups() if g is not None)) if r else None
+        it = re.search(r"\biteration[ :]+(\d+)", text)
+        if it:
+            details["iteration"] = int(it.group(1))
+    elif reason == "nccl_timeout":
+        n = _NCCL_RE.search(text)
+        if n:
+            op = n.group("op")
+            path = ("ep_all_to_all" if op in _EP_OPS else "data_parallel" if op in _DP_OPS
+                    else "pipeline_p2p" if op in _P2P_OPS else "other")
+            details.update({"op": op, "seq": int(n.group("seq")), "timeout_ms": int(n.group("timeout")), "path": path})
+            ran = _RAN_FOR_RE.search(text)
+            if ran:
+                details["ran_for_ms"] = int(ran.group(1))
+    elif reason == "task_exit_code":
+        details.setdefault("exit_code", None)
+        details["node"] = details.get("host")
+        if details["exit_code"] == 0:
+            return None, details
+    elif reason == "killed_by_signal":
+        if details.get("signal") is None:
+            return None, details
+        reason = f"killed_by_signal:{details['signal']}"
+    return reason, details
+
+
 def _findings(log: ParsedLog) -> dict[str, _Finding]:
     found: dict[str, _Finding] = {}
     markers = log.markers
@@ -180,8 +263,13 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
                 continue
             exc = EXCEPTION_RE.search(m.text)
             etype = exc.group(1) if exc else "Exception"
-            if not any(etype.endswith(e) for e in _ECHO_EXCEPTIONS):
-                add("traceback", m, {"exception_type": etype, "message": exc.group(2).strip() if exc else ""}, True)
+            message = exc.group(2).strip() if exc else ""
+            if _TIMEOUT_RE.search(message) and _in_dispatcher(markers, m):
+                # any timeout raised inside a DeepEP/HybridEP frame is the dispatcher's (family fallback)
+                add("dispatcher_timeout", m, {"exception_type": etype, "message": message,
+                                              "backend": _backend(m.text, markers, m)}, True)
+            elif not any(etype.endswith(e) for e in _ECHO_EXCEPTIONS):
+                add("traceback", m, {"exception_type": etype, "message": message}, True)
             else:
                 found.setdefault("_echo", _Finding([m.text], m.offset, {"exception_type": etype}))
         elif k == "payload_error":
@@ -192,55 +280,25 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
                                                             r"'?alltoall", p.group("cause")):
                     reason = "dispatcher_fallback"
                 add(reason, m, {"payload_exit_code": int(p.group("code")), "payload_error": p.group("kind")})
-        elif k == "c_assertion":
-            a = _C_ASSERT_RE.search(m.text)
-            loc = (a.group("loc") or a.group("loc2")) if a else None
-            cond = (a.group("cond") or a.group("cond2")) if a else None
-            details = {"location": loc, "condition": cond, "assertion": m.text}
-            if _FLEX_RE.search(m.text):
-                if cond and "num_rc_per_pe" in cond:
-                    details["hint"] = FLEX_HINT
-                add("flex_kernel_assertion", m, details, context=True)
-            else:
-                add("assertion", m, details, context=True)
-        elif k == "py_assertion":
-            text = m.text.split("AssertionError", 1)[1].lstrip(": ").strip()
-            add("assertion", m, {"assertion": text or None}, context=True)
-        elif k == "nccl_timeout":
-            n = _NCCL_RE.search(m.text)
-            details: dict[str, Any] = {}
-            if n:
-                op = n.group("op")
-                path = ("ep_all_to_all" if op in _EP_OPS else "data_parallel" if op in _DP_OPS
-                        else "pipeline_p2p" if op in _P2P_OPS else "other")
-                details = {"op": op, "seq": int(n.group("seq")), "timeout_ms": int(n.group("timeout")), "path": path}
-                ran = _RAN_FOR_RE.search(m.text)
-                if ran:
-                    details["ran_for_ms"] = int(ran.group(1))
-            add("nccl_timeout", m, details)
-        elif k == "dispatcher_timeout":
-            backend = "HybridEP" if re.search(r"hybrid", m.text, re.I) else "DeepEP"
-            add("dispatcher_timeout", m, {"backend": backend, "retriable": True})
-        elif k == "task_exit_code":
-            t = _TASK_RE.search(m.text)
-            details = {}
-            if t:
-                code = t.group(3) or t.group(5)
-                details = {"node": t.group(1), "tasks": t.group(2), "exit_code": int(code) if code else None,
-                           "signal": t.group(4)}
-            if details.get("exit_code") != 0:
-                add("task_exit_code", m, details)
-        elif k in ("cuda_oom", "nvshmem_init", "dispatcher_unavailable", "node_failure", "slurm_time_limit",
-                   "cancelled", "nan_inf"):
-            add(k, m, context=k == "cuda_oom")
+        elif k in catalogue.REASONS:
+            hit = catalogue.match(m.text)
+            if hit is None:
+                continue
+            reason, details = _signature_details(k, catalogue.details(*hit), m, markers)
+            if reason is not None:
+                add(reason, m, details, context=reason in _CONTEXT_REASONS)
     s = log.series
     bad = np.flatnonzero(s.nonfinite | (s.nan_iterations > 0))
     if bad.size:
         i = int(bad[0])
-        found.setdefault("nan_inf", _Finding([], log.last_iteration_offset or 0))
-        found["nan_inf"].evidence.insert(0, (f"iteration {int(s.iteration[i])}: lm loss {s.lm_loss[i]}, grad norm "
-                                             f"{s.grad_norm[i]}, nan iterations {max(int(s.nan_iterations[i]), 0)}"))
-        found["nan_inf"].details.update({"iteration": int(s.iteration[i]), "iterations_affected": int(bad.size)})
+        f = found.setdefault("nan_inf", _Finding([], log.last_iteration_offset or 0, {"rank": None}))
+        f.evidence.insert(0, (f"iteration {int(s.iteration[i])}: lm loss {s.lm_loss[i]}, grad norm "
+                              f"{s.grad_norm[i]}, nan iterations {max(int(s.nan_iterations[i]), 0)}"
+                              + (f" (rank {f.details['rank']})" if f.details.get("rank") is not None else "")))
+        f.details.update({"iteration": int(s.iteration[i]), "iterations_affected": int(bad.size)})
+    elif "nan_inf" in found and "iteration" not in found["nan_inf"].details and len(s):
+        # the NaN check fired before the iteration line was printed: it is the iteration after the last logged one
+        found["nan_inf"].details["iteration"] = int(s.iteration[-1]) + 1
     return found
 
 
@@ -267,6 +325,53 @@ def _hang_age_s(log: ParsedLog, found: dict[str, _Finding]) -> float | None:
         return (datetime.fromisoformat(at.group(1)) - last).total_seconds()
     except ValueError:
         return None
+
+
+def _rank(reason: str) -> int:
+    """Position of a reason in PRIORITY (``killed_by_signal:SIGSEGV`` and the other hard signals rank before NCCL)."""
+    base, _, sig = reason.partition(":")
+    if base == "killed_by_signal" and sig in summaries.HARD_SIGNALS:
+        return PRIORITY.index("_hard_signal")
+    return PRIORITY.index(base)
+
+
+def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerInfo, sched_line: str,
+               after: int | None, details: dict[str, Any]) -> None:
+    """Fold the structured summaries into ``found`` (analysis.summaries): the scheduler's raw state, torchrun's
+    failure table (its root cause's rank, host, exit code and signal go into ``details["torchrun"]``), and what
+    each signal means once both are known."""
+    state_reason = summaries.scheduler_reason(scheduler.state)
+    if state_reason is not None:
+        f = found.setdefault(state_reason, _Finding([sched_line], after or 0))
+        f.details["scheduler_state"] = scheduler.state
+        if state_reason != "cancelled" and "cancelled" in found:
+            f.evidence.extend(found.pop("cancelled").evidence)  # the scheduler's own cancel for that reason
+    records = summaries.torchrun_failures(log.markers)
+    root = summaries.root_failure(records)
+    if root is not None:
+        offset = root.pop("offset", after or 0)
+        for r in records:
+            r.pop("offset", None)
+        details["torchrun"] = root
+        details["torchrun_failures"] = len(records)
+        sig = root.get("signal")
+        if sig is not None:
+            f = found.setdefault(f"killed_by_signal:{sig}", _Finding([], offset))
+            f.evidence.insert(0, summaries.describe(root))
+            f.details.update({k: root[k] for k in ("rank", "local_rank", "host", "exitcode") if k in root})
+            f.details["signal"] = sig
+    sched = scheduler.status
+    for key in [k for k in found if k.startswith("killed_by_signal:")]:
+        sig = key.partition(":")[2]
+        target = summaries.signal_reason(sig, [k for k in found if k != key], sched)
+        if target == key:
+            continue
+        f = found.pop(key)
+        if target is not None:
+            f.details.update({"signal": sig, "inferred_from_signal": True})
+            if target == "slurm_time_limit":
+                f.details["pre_limit_term"] = True  # the TERM that sbatch --signal=TERM@60 sends (launchers/slurm.py)
+            found.setdefault(target, f)
 
 
 def classify(
@@ -342,7 +447,8 @@ def classify(
     issues, adjusted = label_issues(expect, effective, log)
     flags += [f"adjusted:{a}" for a in adjusted]
 
-    failures = [r for r in PRIORITY if r in found]
+    _summarise(log, found, scheduler, sched_line, after, details)
+    failures = sorted((r for r in found if r.split(":", 1)[0] in PRIORITY), key=_rank)
     if sched == "timeout" and "slurm_time_limit" not in found:
         found["slurm_time_limit"] = _Finding([sched_line], after or 0)
         failures.append("slurm_time_limit")
@@ -356,7 +462,7 @@ def classify(
         found["suspected_hang"] = _Finding(["the launcher flagged a suspected hang: no new iteration for "
                                             "max(hang_min_s, 5 x median step)"], after or 0)
         failures.insert(0, "suspected_hang")
-        failures.sort(key=PRIORITY.index)
+        failures.sort(key=_rank)
     if "training_done" in log.marker_counts:
         details["training_done"] = True
 
@@ -368,7 +474,7 @@ def classify(
             d.update(f.details)
         hint = d.pop("hint", None)
         others = [r for r in failures if r != reason]
-        if any(r in RETRIABLE for r in [reason, *others]):
+        if any(catalogue.retriable(r) for r in [reason, *others]):
             others.append("retriable")
         all_flags = tuple(dict.fromkeys(others + flags + [i[0] for i in issues if i[0] != reason]))
         return Verdict(status, reason, tuple(evidence[:EVIDENCE_LINES + 2]), all_flags, hint, d, tuple(notes),
@@ -403,7 +509,7 @@ def classify(
         return verdict(status, reason, [sched_line] if status != "ok" and sched else [])
     if failures:
         reason = failures[0]
-        status = ("incomplete" if reason == "cancelled" else
+        status = ("incomplete" if reason in ("cancelled", "preempted") else
                   "invalid_variant" if reason in ("label_mismatch", "dispatcher_fallback") else "failed")
         messages = [str(x) for x in ((effective or {}).get("checks") or {}).get("messages") or ()]
         return verdict(status, reason, (messages if reason == "preflight_reject" else []) + ([sched_line] if sched

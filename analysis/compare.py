@@ -10,8 +10,10 @@
   ``no_significant_difference``; ``not_comparable`` when either side has no usable run or the runs differ in global
   batch size, sequence length, GPU count or CUDA_DEVICE_MAX_CONNECTIONS (FACTS §2: the overlap gain depends on it).
 - Loss parity: the largest |lm loss(variant) - lm loss(baseline)| / |lm loss(baseline)| over the common steady
-  iterations (same seed; repeats are paired by repeat index). Default tolerance 2% (CONTRACTS §7). A faster variant
-  whose loss diverges is flagged, never crowned.
+  iterations (same seed; repeats are paired by repeat index). Default tolerance 2% (CONTRACTS §7).
+- Trust gate (issue 14): a variant whose lm loss departs from its baseline's beyond the tolerance, or whose grad
+  norm spikes against it (below), is never called faster or slower: its verdict is ``diverged`` (exit code 4), with
+  the speedup kept for reference.
 - Grad-norm spike: at a common steady iteration the variant's grad norm is more than 3x the baseline's and above
   every steady baseline grad norm.
 - Overlap ceiling: given the baseline's all-to-all time per step ``a2a_ms`` (an optional input: ``profile.a2a_ms`` in
@@ -33,7 +35,7 @@ from analysis.results import BackendRate, Comparison, LossParity, OverlapCeiling
 from analysis.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
 
 GRAD_SPIKE_FACTOR = 3.0
-VERDICTS = ("faster", "slower", "no_significant_difference", "not_comparable")
+VERDICTS = ("faster", "slower", "no_significant_difference", "not_comparable", "diverged")
 _COMPARABLE = (
     ("global_batch_size", "global batch size"),
     ("seq_length", "sequence length"),
@@ -196,6 +198,10 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
                      + ("; faster, but not a valid win" if verdict == "faster" else ""))
     spikes = [s for b, v in _pairs(usable_b, usable_v) for s in grad_norm_spikes(b, v)]
     notes.extend(spikes)
+    if parity.ok is False or spikes:
+        notes.append(f"diverged from the baseline: {'loss' if parity.ok is False else 'grad norm'} beyond tolerance; "
+                     f"the speedup {speedup.value:.3f} is not a valid result")
+        verdict = "diverged"
     ceiling = None
     a2a = next((r.a2a_ms for r in usable_b if r.a2a_ms), None)
     if a2a:

@@ -13,11 +13,15 @@ from dataclasses import dataclass
 
 import re2
 
+from analysis import catalogue
+
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", also a bare "Exception: ..."
 _EXCEPTION = r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:"
 
+# Failure signatures live in the catalogue (analysis.signatures): a line that matches an entry gets that entry's
+# reason as its kind. These are the structural kinds around them.
 # (kind, literal triggers, pattern), most specific first; a line gets the first kind whose pattern matches.
 # Triggers are lower-case literals, and every match of a kind's pattern, lower-cased, holds one of its triggers
 # (tests/analysis/test_markers.py checks this on strings generated from each pattern). The parser's candidate lines
@@ -25,53 +29,15 @@ _EXCEPTION = r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:"
 _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     # the payload's own diagnosis: "[payload] error <code> <kind>: <cause>" (experiments/payload/errors.py)
     ("payload_error", ("[payload] error",), re.compile(r"\[payload\] error \d+ \w+: ")),
-    # PyTorch ProcessGroupNCCL watchdog (CASES C09; FACTS §6)
+    # torchrun's ChildFailedError summary table (torch/distributed/elastic/multiprocessing/errors/__init__.py:
+    # "Root Cause (first observed failure):", then "  host      : ...", "  rank      : 3 (local_rank: 3)",
+    # "  exitcode  : -11 (pid: 4242)", "  error_file: ...", "  traceback : ..."); read by analysis.summaries
     (
-        "nccl_timeout",
-        ("watchdog caught collective operation timeout", "worknccl(seqnum="),
-        re.compile(r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=\d+.*Timeout\(ms\)"),
-    ),
-    # DeepEP / HybridEP CPU-side timeouts (CASES C07; FACTS §6)
-    (
-        "dispatcher_timeout",
-        ("deepep error: timeout", "hybrid"),
-        re.compile(r"DeepEP error: timeout|HYBRID-?EP\b.*TIMEOUT|HybridEP\b.*\btime(?:d )?out", re.I),
-    ),
-    # C-level assertions: DeepEP EP_HOST_ASSERT "Assertion failed: file:line, condition: ..." (CASES C06),
-    # glibc assert "file:line: func: Assertion `cond' failed."
-    ("c_assertion", ("assertion failed: ", "assertion `", "assertion '"), re.compile(r"Assertion failed: |Assertion [`'].*' failed")),
-    # Python AssertionError (Megatron-Core / Bridge config checks; fixture h200_mbridge_overlap_ep1_bridge_assert.log)
-    ("py_assertion", ("assertionerror",), re.compile(r"\bAssertionError\b")),
-    # PyTorch caching allocator OOM
-    (
-        "cuda_oom",
-        ("out of memory", "outofmemoryerror"),
-        re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
-    ),
-    # NVSHMEM bootstrap/initialisation failures (DeepEP internode, HybridEP)
-    ("nvshmem_init", ("nvshmem",), re.compile(r"nvshmem\w*.*(?:error|fail|abort)|(?:error|fail).*nvshmem", re.I)),
-    # Megatron-Bridge 0.6 apply_flex_dispatcher_backend on an unsupported GPU (CASES C05; FACTS §1)
-    ("dispatcher_fallback", ("falling back to alltoall",), re.compile(r"Falling back to alltoall")),
-    # Bridge when the DeepEP / HybridEP package is missing (FACTS §1)
-    ("dispatcher_unavailable", ("not installed",), re.compile(r"\b(?:DeepEP|HybridEP|NCCL ?EP)\b.*\bnot installed")),
-    # slurmstepd cancel lines (FACTS §6; CASES C08)
-    ("slurm_time_limit", ("due to time limit",), re.compile(r"DUE TO TIME LIMIT")),
-    ("node_failure", ("due to node fail", "node failure on", "node_fail"), re.compile(r"DUE TO NODE FAIL|Node failure on|\bNODE_FAIL\b")),
-    ("cancelled", ("cancelled",), re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT|\bCANCELLED\b.*\bby\b")),
-    # srun task exit (FACTS §6) and NeMo-Run's batch trailer "job exited with code N" (FACTS §5)
-    (
-        "task_exit_code",
-        ("srun: error: ", "job exited with code"),
-        re.compile(
-            r"srun: error: (\S+): tasks? ([\d,\-]+): (?:Exited with exit code (\d+)|(Killed|Terminated|Aborted|Segmentation fault))"
-            r"|job exited with code (\d+)"
-        ),
-    ),
-    # Megatron NaN checks ("found NaN in local grad norm", rerun state machine "Unexpected result nan")
-    (
-        "nan_inf",
-        ("found nan", "nan or inf", "nan detected", "inf detected", "unexpected result nan"),
-        re.compile(r"found NaN|NaN or Inf|NaN detected|Inf detected|Unexpected result nan", re.I),
+        "torchrun_summary",
+        ("root cause (first observed failure)", "failures:", "time      :", "host      :", "rank      :",
+         "exitcode  :", "error_file:", "traceback :"),
+        re.compile(r"Root Cause \(first observed failure\)|^(?:\S+:\s*)?Failures:\s*$"
+                   r"|^(?:\S+:\s*)?\s*(?:time      |host      |rank      |exitcode  |error_file|traceback ): "),
     ),
     # Bridge/Megatron end-of-training marker (FACTS §6; CASES C08)
     ("training_done", ("[after training is done]",), re.compile(r"\[after training is done\]")),
@@ -81,7 +47,7 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("frame", ('file "',), re.compile(r'File "[^"]+", line \d+, in ')),
 )
 
-_TRIGGERS = sorted({t for _, ts, _ in _KINDS for t in ts}, key=len, reverse=True)
+_TRIGGERS = sorted({t for _, ts, _ in _KINDS for t in ts} | set(catalogue.TRIGGERS), key=len, reverse=True)
 # the kinds whose pattern may match a line: those with a trigger in the lower-cased line (plain substring tests)
 _TRIGGER_KINDS: tuple[tuple[str, tuple[int, ...]], ...] = tuple(
     (t, tuple(i for i, (_, ts, _) in enumerate(_KINDS) if t in ts)) for t in _TRIGGERS
@@ -126,6 +92,12 @@ def clean_line(raw: bytes) -> str:
 def marker_kind(text: str) -> str | None:
     """Return the marker kind of a cleaned line, or None when the line is not failure evidence."""
     low = text.lower()
+    if "[payload] error" in low and _KINDS[0][2].search(text):
+        return "payload_error"
+    if any(t in low for t in catalogue.TRIGGERS):
+        hit = catalogue.match(text)
+        if hit is not None:
+            return hit[0].reason
     candidates = {i for t, kinds in _TRIGGER_KINDS if t in low for i in kinds}
     for i in sorted(candidates):
         kind, _, pattern = _KINDS[i]

@@ -268,7 +268,7 @@ class Comparison:
     baseline: str
     group: dict[str, Any]
     speedup: Speedup
-    verdict: str  # faster | slower | no_significant_difference | not_comparable
+    verdict: str  # faster | slower | no_significant_difference | not_comparable | diverged
     loss_parity: LossParity
     notes: tuple[str, ...] = ()
     grad_norm_spike: bool = False
@@ -278,8 +278,8 @@ class Comparison:
 
     @property
     def regression(self) -> bool:
-        """A slower verdict or a loss divergence (exit code 4, CONTRACTS §5)."""
-        return self.verdict == "slower" or self.loss_parity.ok is False
+        """A slower or diverged verdict, or a loss divergence (exit code 4, CONTRACTS §5)."""
+        return self.verdict in ("slower", "diverged") or self.loss_parity.ok is False
 
     def to_json(self) -> dict[str, Any]:
         ceiling = self.overlap_ceiling

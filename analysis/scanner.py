@@ -60,6 +60,9 @@ _MEM_BULK = {
     b"MB": re.compile(rb"\|" + _WS + b"max allocated:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|[^\n]*"),
 }
 _INFS = (float("inf"), float("-inf"))
+# where a glued print starts after an iteration line's "|": a rank/timestamp bracket ("[rank0]:", "[2026-...]") or
+# another iteration line (analysis.scanner.Scanner._glued)
+_GLUE_RE = re.compile(rb"\|[ \t]*(?=\[[\w :-]*\]|iteration[ \t]+\d+[ \t]*/)")
 
 # Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
 STANDARD_FIELDS: tuple[tuple[str, bytes], ...] = (
@@ -439,12 +442,11 @@ class Scanner:
             self.damaged += 1
             return False
         if len(rest) > 65536 or rest.translate(None, _LINE_OK):
-            self.damaged += 1
-            return False
+            return self._glued(n, total, rest, buf, at, pos, base)
         parts = rest.replace(b"|", b":").split(b":")
         if len(parts) != 2 * rest.count(b"|") + 1 or parts[-1].strip():
-            self.damaged += 1  # a field without exactly one ':' or text after the last '|' (truncated)
-            return False
+            # a field without exactly one ':' or text after the last '|' (truncated), unless another print follows
+            return self._glued(n, total, rest, buf, at, pos, base)
         keys = parts[0::2]
         layout = self._last_layout if keys == self._last_keys else self._layout(keys)
         if layout is None:
@@ -478,6 +480,22 @@ class Scanner:
                 self.first_off = base + at
                 self.first_ts = _timestamp(buf, at, pos)
         return True
+
+    def _glued(self, n: bytes, total: bytes, rest: bytes, buf: bytes, at: int, pos: int, base: int) -> bool:
+        """An iteration line with another print glued after one of its ``|`` separators (issue 14): ``... | number
+        of nan iterations: 0 |[rank0]: text`` or ``... |iteration 6/ 10 | ...``. The line up to that ``|`` is read
+        when it passes every check on its own; a following glued iteration line is read too. Anything else is
+        damage (counted), as before: a print cut into the middle of a field is never read."""
+        cut = _GLUE_RE.search(rest)
+        if cut is None or len(rest) > 65536:
+            self.damaged += 1
+            return False
+        head, tail = rest[: cut.start() + 1], rest[cut.start() + 1:]
+        ok = self._line(n, total, head, buf, at, pos, base)
+        nxt = ITER_RE.search(tail)
+        if nxt is not None and nxt.group(3) is not None:
+            self._line(nxt.group(3), nxt.group(4), nxt.group(5), buf, at, pos, base)
+        return ok
 
     def _last_line(self, last: re.Match[bytes] | None, buf: bytes, pos: int, base: int) -> None:
         if last is not None:

@@ -1,7 +1,8 @@
 """Per-run statistics over the steady iterations of a parsed log (CONTRACTS.md §7).
 
 - Warm-up: the first ``warmup`` iterations are excluded; the default is max(3, ceil(10% of the iterations)), where
-  "the iterations" is ``train_iters`` when known (CONTRACTS §7). After a restart the first ``warmup`` iterations
+  "the iterations" are those actually logged: the last logged iteration, or ``train_iters`` when smaller (a run cut
+  at 300 of 122,070 planned iterations warms up over 30, not 12,207; CONTRACTS §7, issue 14). After a restart the first ``warmup`` iterations
   of the resumed file are excluded too (the new process warms up again).
 - Iterations whose line reports skipped (``number of skipped iterations`` > 0) or NaN iterations are excluded;
   the skipped count is the sum of the logged counts.
@@ -155,13 +156,14 @@ def compute_stats(
 ) -> RunStats:
     """Statistics of one run (ms, TFLOP/s/GPU, tokens/s/GPU).
 
-    ``warmup`` overrides the default (max(3, 10% of ``train_iters`` or of the last iteration seen)); it must be
+    ``warmup`` overrides the default (max(3, 10% of the last logged iteration, at most ``train_iters``)); it must be
     >= 0 (ValueError otherwise). ``global_batch_size`` is used where the iteration lines lack it; ``seq_length`` and
     ``world_size`` come from the effective config or the variant and are needed for tokens/s/GPU.
     """
     if warmup is not None and warmup < 0:
         raise ValueError(f"warmup must be >= 0 iterations, got {warmup}")
-    n_ref = train_iters or (int(series.iteration.max()) if len(series) else 0)
+    logged = int(series.iteration.max()) if len(series) else 0
+    n_ref = min(train_iters, logged) if train_iters else logged  # a run cut at 300 of 122,070 still has numbers
     warm = default_warmup(n_ref) if warmup is None else warmup
     mask = steady_mask(series, warm, restart_first_iterations)
     steady = int(mask.sum())

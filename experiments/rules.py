@@ -149,6 +149,47 @@ ovl: Callable[[RuleContext], bool] = lambda c: c.overlap  # noqa: E731
 dw: Callable[[RuleContext], bool] = lambda c: c.delay_wgrad  # noqa: E731
 always: Callable[[RuleContext], bool] = lambda c: True  # noqa: E731
 
+# HybridEP multi-node token capacity (DeepEP branch hybrid-ep, csrc/hybrid_ep/config.cuh,
+# hybrid_ep_token_capacity_is_valid, commit 94a9f8f6): across NVLink domains the IB queue pair needs
+# tx_depth = 3 x max_num_of_tokens_per_rank + 1 < 65536 (HYBRID_EP_IB_QP_MAX_TX_DEPTH; internode_doca.cu asserts
+# ``tx_depth > 0 && tx_depth < 65536``), so at most (65536 - 1 - 1) // 3 = 21844 tokens per rank.
+HYBRIDEP_MAX_TX_DEPTH = 65536
+HYBRIDEP_TX_DEPTH_TOKEN_FACTOR = 3
+HYBRIDEP_TX_DEPTH_EXTRA = 1
+HYBRIDEP_MAX_TOKENS_PER_RANK = (HYBRIDEP_MAX_TX_DEPTH - 1 - HYBRIDEP_TX_DEPTH_EXTRA) // HYBRIDEP_TX_DEPTH_TOKEN_FACTOR
+NVLINK_DOMAIN_MAX = {"gb200": 72, "gb300": 72}  # multi-node NVLink (NVL72); other GPUs: one node is one domain
+HYBRIDEP_SOURCE = ("DeepEP hybrid-ep csrc/hybrid_ep/config.cuh hybrid_ep_token_capacity_is_valid "
+                   "(tx_depth = 3 x tokens per rank + 1 < 65536)")
+# Megatron-LM megatron/training/arguments.py validate_args (core 0.19.2 wheel): for TP > 1 or CP > 1 on
+# get_device_arch_version() < 10 with overlap_moe_expert_parallel_comm it warns "For Hopper and before, try not to
+# use tensor model parallelism or context parallelism with overlap_moe_expert_parallel_comm ..."
+HOPPER_TP_OVERLAP_SOURCE = "Megatron-LM megatron/training/arguments.py validate_args (TP/CP with EP overlap, arch < 10)"
+
+
+def tokens_per_rank(ctx: RuleContext) -> int:
+    """Tokens one rank hands to the MoE dispatcher per micro-batch: seq_length x micro_batch_size / (TP x CP).
+
+    MoE with TP > 1 runs with sequence parallelism, so TP splits the sequence like CP does (Megatron-Core
+    TransformerConfig: MoE + TP needs sequence_parallel); this is the ``max_num_of_tokens_per_rank`` HybridEP sizes
+    its buffers for.
+    """
+    split = ctx.tensor_model_parallel_size * ctx.context_parallel_size
+    return ctx.seq_length * ctx.micro_batch_size // max(split, 1)
+
+
+def hybridep_nodes(ctx: RuleContext) -> int:
+    """NVLink domains the HybridEP group (TP x EP ranks) spans: group size / ranks per domain, rounded up
+    (DeepEP hybrid_ep_buffer.py: num_of_nodes = group_size // num_of_hybrid_ep_ranks_per_nvlink_domain)."""
+    per_node = (ctx.world_size // ctx.nodes) if ctx.world_size and ctx.nodes else ctx.world_size or 1
+    domain = max(1, min(NVLINK_DOMAIN_MAX.get(ctx.gpu_type or "", per_node), ctx.world_size or per_node))
+    group = ctx.tensor_model_parallel_size * ctx.expert_model_parallel_size
+    return max(1, -(-group // domain))
+
+
+def _arch_before_blackwell(ctx: RuleContext) -> bool:
+    return ctx.gpu_type is not None and COMPUTE_CAPABILITY.get(ctx.gpu_type, 10) < 10
+
+
 RULES: tuple[Rule, ...] = (
     # --- flex backends against the GPU generation and the container
     Rule("deepep_gpu", "bridge", lambda c: c.dispatcher == "deepep" and c.gpu_type is not None,
@@ -308,6 +349,24 @@ RULES: tuple[Rule, ...] = (
          lambda c: c.num_query_groups % c.tensor_model_parallel_size == 0,
          lambda c: f"num_query_groups={c.num_query_groups} is not divisible by tensor_model_parallel_size="
                    f"{c.tensor_model_parallel_size}", "Megatron-Core TransformerConfig query groups % TP"),
+    # --- size-dependent rules
+    Rule("hybridep_tokens_per_rank", "world", lambda c: c.dispatcher == "hybridep" and hybridep_nodes(c) > 1,
+         lambda c: tokens_per_rank(c) <= HYBRIDEP_MAX_TOKENS_PER_RANK,
+         lambda c: f"HybridEP across {hybridep_nodes(c)} NVLink domains supports at most "
+                   f"{HYBRIDEP_MAX_TOKENS_PER_RANK} tokens per rank (IB tx_depth = 3 x tokens + 1 < "
+                   f"{HYBRIDEP_MAX_TX_DEPTH}); seq_length*micro_batch_size/(TP*CP) = {c.seq_length}*"
+                   f"{c.micro_batch_size}/({c.tensor_model_parallel_size}*{c.context_parallel_size}) = "
+                   f"{tokens_per_rank(c)}: lower micro_batch_size or seq_length, or raise TP/CP", HYBRIDEP_SOURCE),
+    Rule("hopper_tp_overlap_connections", "env",
+         lambda c: c.overlap and _arch_before_blackwell(c)
+         and (c.tensor_model_parallel_size > 1 or c.context_parallel_size > 1),
+         lambda c: False,
+         lambda c: f"on {c.gpu_type} (Hopper and before) TP={c.tensor_model_parallel_size} / "
+                   f"CP={c.context_parallel_size} wants CUDA_DEVICE_MAX_CONNECTIONS=1 while "
+                   "overlap_moe_expert_parallel_comm wants a larger value (got "
+                   f"{c.env.get('CUDA_DEVICE_MAX_CONNECTIONS')!r}): one of the two overlaps loses; Megatron warns "
+                   "'For Hopper and before, try not to use tensor model parallelism or context parallelism with "
+                   "overlap_moe_expert_parallel_comm'", HOPPER_TP_OVERLAP_SOURCE, "warning"),
 )
 
 

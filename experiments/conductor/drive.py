@@ -262,12 +262,21 @@ def _advance(sw: Sweep, rnd: Round, ref: RunRef, st: Any, time_limit: int | None
     final = view.state if view.state in ("timeout", "cancelled") and not st.final else str(st.status)
     if view.state == "timeout":
         final = "timeout"
-    rnd.set(ref, status=final, exit_code=st.exit_code)
+    rnd.set(ref, status=final, exit_code=st.exit_code, **_scheduler_state(st))
     view.state = final
     if st.reason and final in ("lost", "failed"):
         view.note = (view.note + " " + st.reason).strip()[:100]
     rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
     return True
+
+
+def _scheduler_state(st: Any) -> dict[str, str]:
+    """The scheduler's own final word (``PREEMPTED``, ``OUT_OF_MEMORY``, ``NODE_FAIL``...) for the analysis, which
+    reads causes from it that the manifest status cannot carry; only Slurm words are recorded."""
+    from contracts.slurm import STATES, state_word
+
+    word = state_word(st.state or "")
+    return {"scheduler_state": word} if word in STATES else {}
 
 
 def _check_hang_and_limit(sw: Sweep, rnd: Round, ref: RunRef, view: RunView, time_limit: int | None) -> None:
@@ -324,7 +333,7 @@ def reattach(sw: Sweep) -> None:
             update_from_log(view, read_tail(sw.backend.log_files(ref)))
             view.state = str(st.status)
             if st.final:
-                rnd.set(ref, status=st.status, exit_code=st.exit_code)
+                rnd.set(ref, status=st.status, exit_code=st.exit_code, **_scheduler_state(st))
                 rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
                 refs.remove(ref)
         rnd.commit(sw.sd)

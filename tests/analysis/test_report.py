@@ -109,7 +109,7 @@ def test_sweep_folder_report(sweep, capsys):
     assert "dispatcher_timeout" in md and "| deepep | 1 | 0 | 1 | 100% |" in md
     # run.json next to the logs of every attempt, superseded ones included
     first = json.loads((sweep / "variants/a2a.ovl1.dw0/attempt-1/run.json").read_text())
-    assert first["status"] == "failed" and first["reason"] == "traceback"
+    assert first["status"] == "failed" and first["reason"] == "nccl_error"  # NCCL family (issue 14)
     second = json.loads((sweep / "variants/a2a.ovl1.dw0/attempt-2/run.json").read_text())
     assert len(second["step_times_ms"]) == second["iterations"]["steady"] == 27
     assert not list(sweep.rglob(".*.tmp"))

@@ -144,8 +144,9 @@ def test_loss_parity_and_faster_but_diverged():
     assert ok.loss_parity.common_iterations == 37
     bad = compare_variant([base], [result("v", noisy(400), losses=[5.0] * 30 + [5.5] * 10)], baseline="b",
                           variant="v", group={})
-    assert bad.verdict == "faster" and bad.loss_parity.ok is False and bad.regression
-    assert "not a valid win" in " ".join(bad.notes)
+    # issue 14's trust gate: a diverged variant is never called faster (verdict diverged, exit code 4)
+    assert bad.verdict == "diverged" and bad.loss_parity.ok is False and bad.regression
+    assert bad.speedup.value > 1.2 and "not a valid win" in " ".join(bad.notes)
 
 
 def test_grad_norm_spike_flag():

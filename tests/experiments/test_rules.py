@@ -175,3 +175,42 @@ def test_deepep_and_ncclep_need_tp_times_ep_above_one():
     assert "flex_tp_ep" in errors(ctx("ncclep", overlap=False, expert_model_parallel_size=1))
     assert "flex_tp_ep" not in errors(ctx("hybridep", overlap=False, expert_model_parallel_size=1))
     assert "flex_tp_ep" not in errors(ctx("deepep", overlap=False, expert_model_parallel_size=2))
+
+
+# --- size-dependent rules (issue 14)
+def test_hybridep_tokens_per_rank_limit_across_nodes():
+    # 16 GPUs on 2 nodes of 8, TP1 x EP16: the HybridEP group spans two NVLink domains
+    big = ctx("hybridep", overlap=False, world=16, nodes=2, expert_model_parallel_size=16, num_moe_experts=16,
+              seq_length=32768, micro_batch_size=1)
+    assert "21844" in errors(big)["hybridep_tokens_per_rank"] and "32768" in errors(big)["hybridep_tokens_per_rank"]
+    # TP2 halves the tokens per rank: 16384 fit (3 x 16384 + 1 < 65536)
+    ok = ctx("hybridep", overlap=False, world=16, nodes=2, expert_model_parallel_size=8, num_moe_experts=16,
+             tensor_model_parallel_size=2, seq_length=32768, micro_batch_size=1)
+    assert "hybridep_tokens_per_rank" not in errors(ok)
+    # one node: no IB queue pair, no limit
+    one = ctx("hybridep", overlap=False, world=8, nodes=1, expert_model_parallel_size=8, seq_length=65536)
+    assert "hybridep_tokens_per_rank" not in errors(one)
+    # GB200 NVL72: 16 GPUs over 4 trays are one NVLink domain
+    nvl = ctx("hybridep", overlap=False, gpu="gb200", world=16, nodes=4, expert_model_parallel_size=16,
+              num_moe_experts=16, seq_length=32768)
+    assert "hybridep_tokens_per_rank" not in errors(nvl)
+
+
+def test_hybridep_limit_boundary_is_the_tx_depth():
+    from experiments.rules import HYBRIDEP_MAX_TOKENS_PER_RANK
+    assert 3 * HYBRIDEP_MAX_TOKENS_PER_RANK + 1 < 65536 <= 3 * (HYBRIDEP_MAX_TOKENS_PER_RANK + 1) + 1
+    edge = dict(overlap=False, world=16, nodes=2, expert_model_parallel_size=16, num_moe_experts=16,
+                micro_batch_size=1)
+    assert "hybridep_tokens_per_rank" not in errors(ctx("hybridep", seq_length=HYBRIDEP_MAX_TOKENS_PER_RANK, **edge))
+    assert "hybridep_tokens_per_rank" in errors(ctx("hybridep", seq_length=HYBRIDEP_MAX_TOKENS_PER_RANK + 1, **edge))
+
+
+def test_hopper_tp_with_overlap_warns_and_blackwell_does_not():
+    w = warnings(ctx(tensor_model_parallel_size=2, num_query_groups=4))
+    assert "Hopper and before" in w["hopper_tp_overlap_connections"]
+    assert not errors(ctx(tensor_model_parallel_size=2, num_query_groups=4))
+    assert "hopper_tp_overlap_connections" not in warnings(ctx(gpu="b200", tensor_model_parallel_size=2,
+                                                                num_query_groups=4))
+    assert "hopper_tp_overlap_connections" not in warnings(ctx(overlap=False, tensor_model_parallel_size=2,
+                                                                num_query_groups=4))
+    assert "hopper_tp_overlap_connections" not in warnings(ctx())

@@ -1,0 +1,204 @@
+"""The failure-signature catalogue: data only (matched by ``analysis.catalogue``; reasons: ``analysis.classify``).
+
+``FAMILIES``: family -> whether its failures are worth retrying (``retriable``) and what the family means.
+``SIGNATURES``: (family, reason, triggers, pattern, source), grouped by family, specific entries first and a
+fallback last in each family; across families, more specific families come first. A line gets the FIRST entry
+whose pattern matches it (all entries are tried in one RE2 set pass).
+
+- ``triggers``: lower-case literals; every match of ``pattern``, lower-cased, holds one of them (the parser's
+  byte-needle pass only hands on lines holding a trigger; tests/analysis/test_signatures.py checks this).
+- ``pattern``: RE2 and Python ``re`` syntax at once (no look-around, no back-references); ``(?i)`` in front
+  for case-insensitive. Named groups become run details: ``signal``, ``signal_word``, ``signum``, ``op``,
+  ``seq``, ``timeout_ms``, ``ran_for_ms``, ``nccl_code``, ``xid``, ``host``, ``tasks``, ``exit_code``,
+  ``location``, ``condition``, ``state``, ``tokens``.
+- ``source``: where the wording comes from: the library file that prints it, or the public issue it was seen in.
+  Error-message text is quoted only for recognition.
+"""
+
+from __future__ import annotations
+
+FAMILIES: dict[str, dict[str, object]] = {
+    "dispatcher_fallback": {"retriable": False, "about": "the flex backend was not used: the variant is not its label"},
+    "dispatcher_kernel": {"retriable": False, "about": "DeepEP/HybridEP kernel or set-up failure (assertion, CUDA "
+                                                     "error, NVSHMEM bootstrap, package missing, capacity)"},
+    "dispatcher_timeout": {"retriable": True, "about": "DeepEP/HybridEP CPU- or GPU-side timeout"},
+    "hardware": {"retriable": True, "about": "GPU/node hardware: uncorrectable ECC, Xid, fallen off the bus, "
+                                             "NODE_FAIL"},
+    "memory": {"retriable": False, "about": "CUDA caching-allocator OOM or a host/cgroup OOM kill"},
+    "preemption": {"retriable": True, "about": "the scheduler preempted or requeued the job"},
+    "numerics": {"retriable": False, "about": "NaN/Inf in loss or grad norm"},
+    "assertion": {"retriable": False, "about": "Python AssertionError, C/CUDA assertion, config asserts"},
+    "cuda": {"retriable": False, "about": "a CUDA runtime error outside the dispatcher (illegal address ...)"},
+    "network": {"retriable": True, "about": "NCCL/c10d errors and timeouts, IB/socket transport errors"},
+    "signal": {"retriable": False, "about": "a rank killed by a signal (SIGSEGV, SIGABRT, SIGBUS ...)"},
+    "scheduler": {"retriable": False, "about": "Slurm time limit, cancel, task exit codes"},
+}
+
+_DEEPEP_SRC = "deepseek-ai/DeepEP csrc/kernels/{internode,intranode,internode_ll}.cu, csrc/deep_ep.cpp (hybrid-ep " \
+              "branch, commit 94a9f8f6)"
+_HYBRIDEP_SRC = "deepseek-ai/DeepEP hybrid-ep csrc/hybrid_ep/extension/allgather.cu, buffer/nixl_connector.cu"
+_PG_NCCL = "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
+_STEPD = "SchedMD/slurm src/slurmd/slurmstepd/req.c (_handle_signal_container)"
+# dispatcher words: DeepEP, deep_ep, HybridEP, hybrid_ep, HYBRID-EP, Megatron's fused_a2a wrapper, NVSHMEM/NIXL
+_DISP = r"(?:deep[_ ]?ep|hybrid[-_ ]?ep|fused_a2a|nixl)"
+
+SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
+    # ---- dispatcher fallback (CASES C05)
+    ("dispatcher_fallback", "dispatcher_fallback", ("falling back to alltoall",),
+     r"(?i)falling back to alltoall",
+     "NVIDIA-NeMo/Megatron-Bridge issue 5992; src/megatron/bridge/training/flex_dispatcher_backend.py"),
+    # ---- dispatcher kernels and set-up
+    ("dispatcher_kernel", "flex_kernel_assertion", ("assertion failed: ",),
+     r"Assertion failed: (?P<location>[^\s,]*(?:csrc/kernels|deep_?ep|DeepEP|hybrid_?ep|internode|intranode)[^\s,]*)"
+     r"(?:, condition: (?P<condition>.*))?",
+     "deepseek-ai/DeepEP csrc/kernels/exception.cuh EP_DEVICE_ASSERT; DeepEP issue 226 (CASES C06)"),
+    ("dispatcher_kernel", "flex_kernel_assertion", ("failed: assertion error",),
+     r"Failed: Assertion error (?P<location>\S+) '(?P<condition>[^']*)'",
+     "deepseek-ai/DeepEP csrc/kernels/exception.cuh EPException / EP_HOST_ASSERT"),
+    ("dispatcher_kernel", "flex_kernel_error", ("invalid ", "max_num_of_tokens_per_rank"),
+     r"(?i)Invalid \S+: max_num_of_tokens_per_rank=(?P<tokens>\d+) exceeds the supported maximum",
+     "deepseek-ai/DeepEP hybrid-ep csrc/hybrid_ep/config.cuh hybrid_ep_token_capacity_is_valid"),
+    ("dispatcher_kernel", "flex_kernel_error", ("failed: cuda error", "failed: cu error"),
+     r"Failed: CUDA? error (?P<location>\S+) '(?P<condition>[^']*)'",
+     "deepseek-ai/DeepEP csrc/kernels/exception.cuh CUDA_CHECK / CU_CHECK"),
+    ("dispatcher_kernel", "flex_kernel_error", ("illegal memory access", "illegal address", "misaligned address",
+                                                "device-side assert", "unspecified launch failure"),
+     r"(?i)" + _DISP + r".*(?:illegal memory access|illegal address|misaligned address|device-side assert"
+     r"|unspecified launch failure)|(?:illegal memory access|illegal address|misaligned address|device-side assert"
+     r"|unspecified launch failure).*" + _DISP,
+     "deepseek-ai/DeepEP issues 205, 283 (illegal memory access in internode dispatch)"),
+    ("dispatcher_kernel", "nvshmem_init", ("nvshmem",),
+     r"(?i)nvshmem\w*.*(?:error|fail|abort)|(?:error|fail).*nvshmem",
+     "NVSHMEM bootstrap (nvshmemi_bootstrap, nvshmem_init) as DeepEP internode / HybridEP report it"),
+    ("dispatcher_kernel", "dispatcher_unavailable", ("not installed",),
+     r"\b(?:DeepEP|HybridEP|NCCL ?EP|deep_ep)\b.*\bnot installed",
+     "Megatron-Bridge flex_dispatcher_backend.py / Megatron-Core fused_a2a.py import checks (FACTS §1)"),
+    # ---- dispatcher timeouts (CASES C07): CPU-side, GPU-side receivers/senders/forwarders, HybridEP, NIXL
+    ("dispatcher_timeout", "dispatcher_timeout", ("deepep error: timeout", "deepep error: cpu recv timeout"),
+     r"DeepEP error: (?:CPU recv timeout|timeout \((?P<op>\w+) CPU\))",
+     "deepseek-ai/DeepEP csrc/deep_ep.cpp (NUM_CPU_TIMEOUT_SECS); Megatron-Bridge issues 1335, 2166, 5067"),
+    ("dispatcher_timeout", "dispatcher_timeout", ("hybrid-ep allgather timeout", "hybrid_ep allgather timeout",
+                                                  "hybridep allgather timeout"),
+     r"(?i)HYBRID[-_]?EP ALLGATHER TIMEOUT", _HYBRIDEP_SRC),
+    ("dispatcher_timeout", "dispatcher_timeout", ("deepep",),
+     r"(?i)DeepEP (?:dispatch|combine|RDMA|NVL|timeout|low.latency)[\w (),/-]*?time(?:d)?[ -]?out",
+     _DEEPEP_SRC + "; DeepEP PR 181 ('DeepEP dispatch NVL receiver timeout, channel: ...')"),
+    ("dispatcher_timeout", "dispatcher_timeout", ("timeout", "timed out", "time out", "timed-out", "time-out"),
+     r"(?i)" + _DISP + r".*\btime(?:d)?[ -]?out|\btime(?:d)?[ -]?out\b.*" + _DISP,
+     "family fallback: any timeout inside a DeepEP/HybridEP/NIXL message (" + _DEEPEP_SRC + ")"),
+    # ---- hardware
+    ("hardware", "node_failure", ("due to node fail",),
+     r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT \S+ DUE TO NODE FAIL", _STEPD),
+    ("hardware", "node_failure", ("node failure on", "node_fail", "boot_fail"),
+     r"Node failure on (?P<host>[\w.-]+)|\bNODE_FAIL\b|\bBOOT_FAIL\b",
+     "SchedMD/slurm srun/sbatch 'Node failure on %s'; sacct JOB STATE CODES"),
+    ("hardware", "hardware_failure", ("xid",),
+     r"\bXid\b[^\d]{0,40}(?P<xid>\d+)",
+     "NVIDIA driver NVRM Xid messages (docs.nvidia.com/deploy/xid-errors); NCCL issue 1610 comments"),
+    ("hardware", "hardware_failure", ("ecc", "fallen off the bus", "uncorrectable", "row remap", "page retirement",
+                                      "hardware error", "nvlink error"),
+     r"(?i)uncorrectable (?:ECC|memory|NVLink)? ?error|\bECC error|ECC_UNCORRECTABLE|ECCUncorrectable"
+     r"|fallen off the bus|row remap\w* fail|page retirement|hardware error|NVLink error",
+     "CUDA runtime cudaErrorECCUncorrectable ('uncorrectable ECC error encountered'); NVIDIA Xid 48/63/79/94/95"),
+    # ---- memory
+    ("memory", "cuda_oom", ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation"),
+     r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation"
+     r"|CUDA_ERROR_OUT_OF_MEMORY|\bout of memory\b.*\bGPU\b",
+     "pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp ('CUDA out of memory. Tried to allocate ...')"),
+    ("memory", "host_oom", ("oom_kill event", "oom-kill event", "oom killed", "oom-killed", "out of memory",
+                            "exceeded memory limit", "out_of_memory", "oom-killer", "killed process"),
+     r"(?i)Detected \d+ oom[-_]kill events?|oom[- ]killed|task \S+: Out Of Memory|exceeded (?:job )?memory limit"
+     r"|\bOUT_OF_MEMORY\b|oom-killer|Memory cgroup out of memory|Killed process \d+|Out of memory: Kill",
+     "SchedMD/slurm src/plugins/cgroup/v2 ('Detected %lu oom_kill event%s in %ps'), srun task state 'Out Of Memory'"),
+    # ---- preemption and requeue
+    ("preemption", "preempted", ("due to preemption", "due to job requeue"),
+     r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT \S+ DUE TO (?P<state>PREEMPTION|JOB REQUEUE)",
+     _STEPD),
+    ("preemption", "preempted", ("preempted", "requeue"),
+     r"\bPREEMPTED\b|\bREQUEUED\b|(?i:job \S+ (?:has been |was )?(?:preempted|requeued))|(?i:requeue(?:d|ing) job)",
+     "SchedMD/slurm sacct JOB STATE CODES; slurmctld 'Requeuing JobId=...'"),
+    # ---- numerics
+    ("numerics", "nan_inf", ("found nan", "nan or inf", "nan detected", "inf detected", "unexpected result nan",
+                             "unexpected result inf", "detected nan", "detected inf", "found inf", "is nan",
+                             "is inf", "nan/inf", "non-finite", "nan in", "inf in"),
+     r"(?i)found (?:a )?(?:NaN|Inf)|NaN or Inf|(?:NaN|Inf) detected|detected (?:a )?(?:NaN|Inf)|Unexpected result "
+     r"(?:nan|inf)|\bis (?:NaN|Inf)\b|NaN/Inf|non-finite|\b(?:NaN|Inf) in (?:local |global )?(?:grad|loss)",
+     "NVIDIA/Megatron-LM megatron/core/distributed/param_and_grad_buffer.py ('found NaN in local grad norm'), "
+     "megatron/core/rerun_state_machine.py ('Unexpected result nan')"),
+    # ---- assertions
+    ("assertion", "assertion", ("assertion failed: ", "assertion `", "assertion '"),
+     r"Assertion failed: (?P<location>[^,]+?)(?:, condition: (?P<condition>.*))?$"
+     r"|(?P<location2>\S+): .*Assertion [`'](?P<condition2>.*)' failed",
+     "glibc assert(3) ('file:line: func: Assertion `cond' failed.'); CUDA device assert"),
+    ("assertion", "assertion", ("assertionerror",),
+     r"\bAssertionError\b",
+     "Python AssertionError from Megatron-Core TransformerConfig / Megatron-Bridge config checks (fixture "
+     "h200_mbridge_overlap_ep1_bridge_assert.log)"),
+    ("assertion", "assertion", ("device-side assert",),
+     r"(?i)device-side assert(?:ion)? triggered", "CUDA runtime cudaErrorAssert ('device-side assert triggered')"),
+    # ---- CUDA runtime errors outside the dispatcher
+    ("cuda", "cuda_error", ("illegal memory access", "illegal address", "misaligned address",
+                            "unspecified launch failure", "illegal instruction", "cublas_status_execution_failed",
+                            "cudaerror", "cuda error: ", "cuda_error_"),
+     r"(?i)illegal memory access|illegal address|misaligned address|unspecified launch failure"
+     r"|illegal instruction was encountered|CUBLAS_STATUS_EXECUTION_FAILED|cudaError\w+|CUDA error: |CUDA_ERROR_\w+",
+     "CUDA runtime error strings (cudaGetErrorString) as PyTorch's C10_CUDA_CHECK prints them"),
+    # ---- NCCL / network
+    ("network", "nccl_timeout", ("watchdog caught collective operation timeout", "worknccl(seqnum="),
+     r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=\d+.*Timeout\(ms\)",
+     _PG_NCCL + " (checkTimeout); NCCL issue 1610 (CASES C09)"),
+    ("network", "nccl_timeout", ("watchdog got stuck", "heartbeat monitor timed out", "watchdog hang",
+                                 "some nccl operations have failed or timed out"),
+     r"(?i)watchdog got stuck for (?P<stuck_s>\d+) seconds|Heartbeat monitor timed out|watchdog hang"
+     r"|Some NCCL operations have failed or timed out",
+     _PG_NCCL + " (HeartbeatMonitor, 'ProcessGroupNCCL's watchdog got stuck for 480 seconds')"),
+    ("network", "nccl_error", ("ncclremoteerror", "ncclsystemerror", "ncclinternalerror", "nccl error",
+                               "ncclunhandledcudaerror", "ncclinvalidusage", "ncclinvalidargument"),
+     r"(?i)(?P<nccl_code>nccl(?:Remote|System|Internal|UnhandledCuda|InvalidUsage|InvalidArgument)Error)"
+     r"|NCCL error",
+     "NVIDIA/nccl src/misc/ (ncclGetErrorString); " + _PG_NCCL + " ('NCCL error in: ...')"),
+    ("network", "nccl_error", ("net/ib", "net/socket", "ibv_", "ibv_wc_", "net/ofi", "net/gin"),
+     r"(?i)NET/(?:IB|Socket|OFI|IB/GIN)\s*:.*(?:error|fail|completion|abort|timeout|unable|refused|reset)"
+     r"|ibv_\w+ failed|IBV_WC_\w+_ERR",
+     "NVIDIA/nccl src/transport/net_ib.cc ('NET/IB: Got completion from peer %s with status=...')"),
+    ("network", "nccl_error", ("diststoreerror", "distnetworkerror", "rendezvoustimeouterror",
+                               "connection reset by peer", "socket timeout", "connection refused"),
+     r"DistStoreError|DistNetworkError|RendezvousTimeoutError|(?i:connection reset by peer|socket timeout"
+     r"|connection refused)",
+     "pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp; torch elastic rendezvous"),
+    ("network", "nccl_timeout", ("nccl",),
+     r"(?i)\bnccl\w*\b.*\btime(?:d)?[ -]?out", "family fallback: a timeout in an NCCL message"),
+    ("network", "nccl_error", ("nccl",),
+     r"NCCL WARN .*(?i:error|fail|abort|unable|could not)|(?i:\bnccl\w*\b.*\b(?:error|abort(?:ed)?|fail(?:ed|ure)?)\b)",
+     "family fallback: NVIDIA/nccl WARN lines, any NCCL error/abort/failure message"),
+    # ---- killed by a signal (the name becomes part of the reason)
+    ("signal", "killed_by_signal", ("received by pid",),
+     r"Signal (?P<signum>\d+) \((?P<signal>SIG\w+)\) received by PID|\*\*\* (?P<signal2>SIG\w+) \(@\S+\) received",
+     "pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py ('Signal %d (%s) received by PID'); "
+     "glog failure signal handler"),
+    ("signal", "killed_by_signal", ("fatal python error: ",),
+     r"Fatal Python error: (?P<signal_word>Segmentation fault|Aborted|Bus error|Floating point exception"
+     r"|Illegal instruction)", "CPython faulthandler"),
+    ("signal", "killed_by_signal", ("srun: error: ",),
+     r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-\[\]]+): (?P<signal_word>Segmentation fault|Aborted"
+     r"|Bus error|Killed|Terminated|Floating point exception|Illegal instruction)",
+     "SchedMD/slurm src/srun/step_ctx / launch.c task exit reporting (strsignal)"),
+    ("signal", "killed_by_signal", ("segmentation fault", "aborted", "bus error", " killed", "terminated",
+                                    "got signal: ", "death signal"),
+     r"(?P<signal_word>Segmentation fault|Aborted|Bus error) \(core dumped\)|\bline \d+: +\d+ (?P<signal_word2>Killed|"
+     r"Segmentation fault|Aborted|Terminated)\b|got signal: (?P<signum2>\d+)"
+     r"|Received (?:Signals\.)?(?P<signal3>SIG\w+) death signal",
+     "bash job-control messages; torch elastic SignalException ('Process %d got signal: %d'), agent "
+     "'Received Signals.SIGTERM death signal, shutting down workers'"),
+    # ---- scheduler
+    ("scheduler", "slurm_time_limit", ("due to time limit", "time limit exceeded", "timelimit exceeded"),
+     r"DUE TO TIME LIMIT|(?i:time ?limit exceeded)",
+     _STEPD + "; FACTS §6 (CASES C08)"),
+    ("scheduler", "cancelled", ("cancelled",),
+     r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+) \*\*\*|\bCANCELLED\b.*\bby\b",
+     _STEPD + " (a cancel without 'DUE TO': scancel, or the scheduler; the scheduler state decides)"),
+    ("scheduler", "task_exit_code", ("srun: error: ", "job exited with code"),
+     r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-\[\]]+): Exited with exit code (?P<exit_code>\d+)"
+     r"|job exited with code (?P<exit_code2>\d+)",
+     "SchedMD/slurm srun ('task %s: Exited with exit code %d'); NeMo-Run batch trailer (FACTS §5)"),
+)
