@@ -52,6 +52,8 @@ from analysis.labels import label_issues
 from analysis.markers import EXCEPTION_RE, Marker
 from analysis.options import is_suspected_hang
 from analysis.parse import ParsedLog
+from contracts.slurm import STATES as SLURM_STATES
+from contracts.slurm import manifest_status, state_word
 
 # Order in which a reason becomes the primary one (root causes before their consequences: a rank that asserts
 # leaves the others in a collective until the NCCL watchdog fires, and torchrun then raises ChildFailedError).
@@ -116,12 +118,6 @@ KILL_EXIT_CODES = frozenset({9, 15, 137, 143})  # SIGKILL / SIGTERM, as Slurm ki
 FLEX_HINT = ("DeepEP needs one NVSHMEM RC queue pair per channel (channels = SMs / 2): raise "
              "NVSHMEM_IBGDA_NUM_RC_PER_PE, or lower the DeepEP SM count (moe_flex_dispatcher_num_sms, formerly "
              "moe_deepep_num_sms, default 20)")
-# Slurm job states (sacct) -> manifest statuses (CONTRACTS §4)
-_SLURM_STATES = {
-    "COMPLETED": "succeeded", "FAILED": "failed", "TIMEOUT": "timeout", "CANCELLED": "cancelled",
-    "PREEMPTED": "cancelled", "REQUEUED": "cancelled", "NODE_FAIL": "failed", "OUT_OF_MEMORY": "failed", "RUNNING": "running",
-    "PENDING": "submitted", "BOOT_FAIL": "failed", "DEADLINE": "timeout",
-}
 EVIDENCE_LINES = 6
 
 
@@ -138,8 +134,8 @@ class SchedulerInfo:
         """The state as a manifest status (Slurm's ``CANCELLED by 123`` -> cancelled)."""
         if self.state is None:
             return None
-        word = self.state.split()[0].rstrip("+")
-        return _SLURM_STATES.get(word.upper(), word.lower())
+        word = state_word(self.state)  # the one Slurm state map (contracts.slurm); manifest statuses pass through
+        return str(manifest_status(word)) if word in SLURM_STATES else self.state.split()[0].lower()
 
 
 @dataclass(frozen=True)

@@ -227,9 +227,9 @@ def load_or_summarize(run_dir: Path, write: bool = True) -> dict[str, Any] | Non
     except TraceError as exc:
         return {"error": str(exc)}
     if write:
-        from analysis.files import atomic_write_json
+        from contracts.atomic import write_json
 
-        atomic_write_json(cached, doc)
+        write_json(cached, doc, strict=True)
     return doc
 
 

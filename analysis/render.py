@@ -8,9 +8,7 @@ from dataclasses import dataclass
 
 from analysis.results import Comparison, RunResult, Summary
 from analysis.stats import Estimate
-
-EXIT_MEANING = {0: "every kept run is good", 3: "a run failed, is incomplete, insufficient or invalid",
-                4: "a regression or a loss divergence was flagged"}
+from contracts.exits import meaning
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
     if sw:
         blocks.append(Block("p", f"model {sw.get('model')}, cluster {sw.get('cluster')}, git {sw.get('git_sha')}, "
                                  f"created {sw.get('created')}"))
-    blocks.append(Block("p", f"Exit code {code}: {EXIT_MEANING.get(code, '')}."))
+    blocks.append(Block("p", f"Exit code {code}: {meaning(code)}."))
     if summary.comparisons:
         blocks.append(Block("h2", "Speedup over the baseline (baseline median step / variant median step)"))
         rows = []

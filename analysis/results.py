@@ -14,13 +14,9 @@ import numpy as np
 
 from analysis.parse import IterationSeries
 from analysis.stats import Estimate, StepTime
+from contracts.exits import ExitCode
 from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
-
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_BAD_RUN = 3
-EXIT_REGRESSION = 4
 
 
 def fnum(x: Any) -> float | None:
@@ -360,10 +356,10 @@ class Summary:
         """CONTRACTS §5: 3 when a kept run is failed/incomplete/insufficient/invalid, else 4 when a comparison is
         slower or its loss diverged, else 0 (pruned and skipped runs are not kept runs)."""
         if any(r.bad for r in self.runs):
-            return EXIT_BAD_RUN
+            return ExitCode.RUN_FAILED
         if any(c.regression for c in self.comparisons):
-            return EXIT_REGRESSION
-        return EXIT_OK
+            return ExitCode.REGRESSION
+        return ExitCode.OK
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from typing import Any
 
+from contracts.exits import ExitCode
 from contracts.statuses import RunOutcome, values
 
 # Verdicts of the nightly judgement (issue 6).
@@ -33,8 +34,6 @@ METRICS = (STEP_TIME, SPEEDUP)
 TIMED_STATUSES = ("ok", "ok_with_warning")
 
 # Exit codes (CONTRACTS §5) that the history stage contributes.
-EXIT_OK = 0
-EXIT_REGRESSION = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,7 +285,7 @@ class NightReport:
     @property
     def exit_code(self) -> int:
         """4 when a regression is flagged, else 0 (CONTRACTS §5)."""
-        return EXIT_REGRESSION if self.regressions else EXIT_OK
+        return ExitCode.REGRESSION if self.regressions else ExitCode.OK
 
     def variant(self, name: str) -> VariantJudgement:
         """The judgement of variant ``name``; ``KeyError`` lists the judged variants."""
