@@ -39,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
 from analysis.markers import Marker
-from analysis.scanner import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE, Scanner
+from analysis.scanner import Scanner
 
 __all__ = [
     "CONFIG_KEYS",

@@ -1,0 +1,158 @@
+"""The grammar of the lines the parser reads (FACTS §6): Megatron iteration lines and their key layouts, memory
+lines, Bridge Step Time lines, timestamps, config echo lines; the numbers they hold. Used by :mod:`analysis.scanner`."""
+
+from __future__ import annotations
+
+import operator
+import re
+from array import array
+from dataclasses import dataclass
+
+from analysis.bulk import LayoutKernel
+
+MAX_LINE = 1 << 20  # a line with no \n or \r within 1 MiB is dropped
+MARKERS_KEPT = 8  # per marker kind: the first and the last MARKERS_KEPT lines are kept
+
+_NUM = rb"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# "iteration N/ M | ..." (Megatron training_log) and "[Rank 0] (after N iterations) memory (MB) | ..." in one pass
+ITER_RE = re.compile(rb"iteration(?:s\)\s*memory \(([MG]B)\)([^\r\n]*)|[ \t]+(\d+)[ \t]*/[ \t]*(\d+)[ \t]*\|([^\r\n]*))")
+# Bridge: "Step Time : 12.78s GPU utilization: 528.1MODEL_TFLOP/s/GPU" (spacing and the MODEL_ prefix vary)
+_STEP_RE = re.compile(
+    rb"Step Time\s*:\s*(" + _NUM + rb")\s*s(?![\w.])(?:\s*GPU utilization\s*:\s*(" + _NUM + rb")\s*(?:MODEL_)?TFLOP/s/GPU)?"
+)
+# a max-allocated value counts only when the field is closed by "|" (a truncated number is never read)
+_MEM_MB_RE = re.compile(rb"\|\s*max allocated:\s*(" + _NUM + rb")\s*\|")
+_MEM_GB_RE = re.compile(rb"mem-max-allocated-gigabytes:\s*(" + _NUM + rb")\s*\|")
+_TS_RE = re.compile(rb"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)\][ \t]*$")
+_ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# every character an intact Megatron iteration line can hold after "iteration N/ M |"
+_LINE_OK = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _/().,+-:|\t"
+_NAN = float("nan")
+# translate() deletes these: of a text with only allowed characters, ":|\n(" remain, and nothing else
+_LINE_OK_MARKS = _LINE_OK.replace(b":", b"").replace(b"|", b"").replace(b"(", b"")
+# ITER_RE for a region without "\r" (there ``[^\r\n]`` is ``[^\n]``, which the regex engine scans about twice as fast)
+ITER_N_RE = re.compile(ITER_RE.pattern.replace(rb"[^\r\n]", rb"[^\n]"))
+_WS = rb"[ \t\f\v]*"  # a blank inside one line (``\s`` of _MEM_GB_RE / _MEM_MB_RE applied to one line's text)
+# _MEM_GB_RE / _MEM_MB_RE over the "\n"-joined rests of memory lines: the first value of each line, like ``search``
+# on the line (the match then takes the rest of the line, and a blank never crosses a line)
+_MEM_BULK = {
+    b"GB": re.compile(rb"mem-max-allocated-gigabytes:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|[^\n]*"),
+    b"MB": re.compile(rb"\|" + _WS + b"max allocated:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|[^\n]*"),
+}
+_INFS = (float("inf"), float("-inf"))
+# where a glued print starts after an iteration line's "|": a rank/timestamp bracket ("[rank0]:", "[2026-...]") or
+# another iteration line (analysis.scanner.Scanner._glued)
+_GLUE_RE = re.compile(rb"\|[ \t]*(?=\[[\w :-]*\]|iteration[ \t]+\d+[ \t]*/)")
+
+# Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
+STANDARD_FIELDS: tuple[tuple[str, bytes], ...] = (
+    ("step_ms", b"elapsed time per iteration (ms)"),
+    ("lm_loss", b"lm loss"),
+    ("grad_norm", b"grad norm"),
+    ("skipped", b"number of skipped iterations"),
+    ("nan_iterations", b"number of nan iterations"),
+    ("global_batch_size", b"global batch size"),
+)
+_TFLOPS_SUFFIX = b"(TFLOP/s/GPU)"  # "throughput per GPU (TFLOP/s/GPU)" and "compute per GPU (TFLOP/s/GPU)"
+_NOT_LOSSES = frozenset((b"lm loss", b"loss scale"))  # "loss scale" is the fp16 scaler, not a loss
+EXTRA_PREFIX = "loss:"
+
+CONFIG_KEYS = (
+    "moe_token_dispatcher_type",
+    "moe_flex_dispatcher_backend",
+    "overlap_moe_expert_parallel_comm",
+    "delay_wgrad_compute",
+    "moe_shared_expert_overlap",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
+    "num_moe_experts",
+    "moe_router_topk",
+    "global_batch_size",
+    "micro_batch_size",
+    "seq_length",
+    "train_iters",
+    "world_size",
+    "data_parallel_size",
+    "recompute_granularity",
+    "cuda_graph_impl",
+)
+# Bridge "  key: 'value'  (Mcore default: ...)" and Megatron-LM "  key ............ value" dumps
+_CONFIG_RE = re.compile(
+    rb"(?<![\w.])(" + b"|".join(k.encode() for k in CONFIG_KEYS) + rb")[ \t]*(?::|\.{3,})[ \t]*([^\r\n]*)"
+)
+_CONFIG_VALUE_RE = re.compile(r"^'?([^'\s]*)'?")
+
+
+def _num(v: bytes) -> float:
+    """A field value as float; ``X (avg Y)`` gives X after checking that Y is a number too."""
+    if b"(" in v:
+        head, _, avg = v.partition(b"(")
+        float(avg.strip(b" \t)").removeprefix(b"avg"))
+        v = head
+    return float(v)
+
+
+def _floats(values: list[bytes]) -> list[float] | None:
+    """The field values as floats (see :func:`_num`); None when one is not a number."""
+    try:
+        return list(map(float, values))
+    except ValueError:
+        try:
+            return [_num(v) for v in values]
+        except ValueError:
+            return None
+
+
+@dataclass(slots=True)
+class _Layout:
+    """One key sequence of iteration lines and the columns picked from it."""
+
+    keys: tuple[bytes, ...]  # stripped Megatron keys of the line, in order
+    names: tuple[str, ...]  # column names, in getter order
+    getter: object  # callable: list of floats (+ NaN sentinel) -> tuple in ``names`` order
+    has_tflops: bool
+    rows: array
+    values: array
+    raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
+    picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
+    kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
+
+
+def _make_layout(keys: list[bytes]) -> _Layout | None:
+    """Columns for a key sequence; None when it lacks the elapsed-time field (then the line is damaged)."""
+    stripped = [k.strip() for k in keys[:-1]]
+    if any(b"\t" in k for k in stripped):
+        return None  # a tab inside a field name is damage (Megatron separates fields with ' | ', never tabs)
+    index: dict[bytes, int] = {}
+    for i, k in enumerate(stripped):
+        index.setdefault(k, i)
+    if b"elapsed time per iteration (ms)" not in index:
+        return None
+    names: list[str] = []
+    picks: list[int] = []
+    for name, key in STANDARD_FIELDS:
+        if key in index:
+            names.append(name)
+            picks.append(index[key])
+    tflops = next((i for k, i in index.items() if k.endswith(_TFLOPS_SUFFIX)), None)
+    if tflops is not None:
+        names.append("tflops")
+        picks.append(tflops)
+    for k, i in index.items():
+        if b"loss" in k and k not in _NOT_LOSSES:
+            names.append(EXTRA_PREFIX + k.decode())
+            picks.append(i)
+    getter = operator.itemgetter(*picks) if len(picks) > 1 else (lambda f, i=picks[0]: (f[i],))
+    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, array("q"), array("d"), tuple(keys),
+                   tuple(picks))
+
+
+
+
+def _timestamp(buf: bytes, at: int, pos: int) -> str | None:
+    m = _TS_RE.search(buf, max(pos, at - 48), at)
+    return m.group(1).decode() if m else None
