@@ -130,8 +130,8 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     # ---- assertions
     ("assertion", "assertion", ("assertion failed: ", "assertion `", "assertion '"),
      r"Assertion failed: (?P<location>[^,]+?)(?:, condition: (?P<condition>.*))?$"
-     r"|(?P<location2>\S+): .*Assertion [`'](?P<condition2>.*)' failed",
-     "glibc assert(3) ('file:line: func: Assertion `cond' failed.'); CUDA device assert"),
+     r"|(?P<location2>\S+): .*Assertion [`'](?P<condition2>.*)[`'] failed",
+     "glibc assert(3) ('file:line: func: Assertion `cond' failed.'); CUDA device assert ('Assertion `cond` failed.')"),
     ("assertion", "assertion", ("assertionerror",),
      r"\bAssertionError\b",
      "Python AssertionError from Megatron-Core TransformerConfig / Megatron-Bridge config checks (fixture "
