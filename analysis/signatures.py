@@ -70,7 +70,7 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("dispatcher_kernel", "nvshmem_init", ("nvshmem",),
      r"(?i)nvshmem\w*.*(?:error|fail|abort)|(?:error|fail).*nvshmem",
      "NVSHMEM bootstrap (nvshmemi_bootstrap, nvshmem_init) as DeepEP internode / HybridEP report it"),
-    ("dispatcher_kernel", "dispatcher_unavailable", ("not installed",),
+    ("dispatcher_kernel", "dispatcher_unavailable", ("deepep", "hybridep", "nccl ep", "ncclep", "deep_ep"),
      r"\b(?:DeepEP|HybridEP|NCCL ?EP|deep_ep)\b.*\bnot installed",
      "Megatron-Bridge flex_dispatcher_backend.py / Megatron-Core fused_a2a.py import checks (FACTS §1)"),
     # ---- dispatcher timeouts (CASES C07): CPU-side, GPU-side receivers/senders/forwarders, HybridEP, NIXL
@@ -168,11 +168,12 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"DistStoreError|DistNetworkError|RendezvousTimeoutError|(?i:connection reset by peer|socket timeout"
      r"|connection refused)",
      "pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp; torch elastic rendezvous"),
-    ("network", "nccl_timeout", ("nccl",),
+    ("network", "nccl_timeout", ("timeout", "timed out", "time out", "timedout", "time-out", "timed-out"),
      r"(?i)\bnccl\w*\b.*\btime(?:d)?[ -]?out", "family fallback: a timeout in an NCCL message"),
-    ("network", "nccl_error", ("nccl",),
-     r"NCCL WARN .*(?i:error|fail|abort|unable|could not)|(?i:\bnccl\w*\b.*\b(?:error|abort(?:ed)?|fail(?:ed|ure)?)\b)",
-     "family fallback: NVIDIA/nccl WARN lines, any NCCL error/abort/failure message"),
+    ("network", "nccl_error", ("nccl warn", "abort", "fail"),
+     r"NCCL WARN .*(?i:error|fail|abort|unable|could not)|(?i:\bnccl\w*\b[^.]{0,60}\b(?:abort(?:ed)?|fail(?:ed|ure)?)\b)",
+     "family fallback: NVIDIA/nccl WARN lines, an NCCL object that failed or aborted (not a warning that mentions "
+     "an error)"),
     # ---- killed by a signal (the name becomes part of the reason)
     ("signal", "killed_by_signal", ("received by pid", ") received"),
      r"Signal (?P<signum>\d+) \((?P<signal>SIG\w+)\) received by PID|\*\*\* (?P<signal2>SIG\w+) \(@\S+\) received",
