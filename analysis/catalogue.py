@@ -42,6 +42,8 @@ ENTRIES: tuple[Signature, ...] = tuple(
     for i, (fam, reason, triggers, pattern, source) in enumerate(SIGNATURES)
 )
 TRIGGERS: tuple[str, ...] = tuple(sorted({t for e in ENTRIES for t in e.triggers}))
+# one pass over a lower-cased line: does it hold any trigger (then the RE2 set runs)
+TRIGGER_RE = re2.compile("|".join(re.escape(t) for t in sorted(TRIGGERS, key=len, reverse=True)))
 REASON_FAMILY: dict[str, str] = {}
 for _e in ENTRIES:
     REASON_FAMILY.setdefault(_e.reason, _e.family)

@@ -67,6 +67,7 @@ PRIORITY = (
     "dispatcher_fallback",
     "label_mismatch",
     "flex_kernel_assertion",
+    "dispatcher_timeout",  # DeepEP's GPU-side timeouts trap: the "unspecified launch failure" after them is theirs
     "flex_kernel_error",
     "nvshmem_init",
     "dispatcher_unavailable",
@@ -75,7 +76,6 @@ PRIORITY = (
     "cuda_oom",
     "host_oom",
     "preempted",
-    "dispatcher_timeout",
     "assertion",
     "cuda_error",
     "_hard_signal",  # killed_by_signal:SIGSEGV/SIGBUS/SIGILL/SIGFPE: before the NCCL errors the other ranks report

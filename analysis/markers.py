@@ -94,7 +94,7 @@ def marker_kind(text: str) -> str | None:
     low = text.lower()
     if "[payload] error" in low and _KINDS[0][2].search(text):
         return "payload_error"
-    if any(t in low for t in catalogue.TRIGGERS):
+    if catalogue.TRIGGER_RE.search(low) is not None:
         hit = catalogue.match(text)
         if hit is not None:
             return hit[0].reason

@@ -59,7 +59,7 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"(?i)Invalid \S+: max_num_of_tokens_per_rank=(?P<tokens>\d+) exceeds the supported maximum",
      "deepseek-ai/DeepEP hybrid-ep csrc/hybrid_ep/config.cuh hybrid_ep_token_capacity_is_valid"),
     ("dispatcher_kernel", "flex_kernel_error", ("failed: cuda error", "failed: cu error"),
-     r"Failed: CUDA? error (?P<location>\S+) '(?P<condition>[^']*)'",
+     r"Failed: (?:CUDA|CU) error (?P<location>\S+) '(?P<condition>[^']*)'",
      "deepseek-ai/DeepEP csrc/kernels/exception.cuh CUDA_CHECK / CU_CHECK"),
     ("dispatcher_kernel", "flex_kernel_error", ("illegal memory access", "illegal address", "misaligned address",
                                                 "device-side assert", "unspecified launch failure"),
@@ -70,7 +70,7 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("dispatcher_kernel", "nvshmem_init", ("nvshmem",),
      r"(?i)nvshmem\w*.*(?:error|fail|abort)|(?:error|fail).*nvshmem",
      "NVSHMEM bootstrap (nvshmemi_bootstrap, nvshmem_init) as DeepEP internode / HybridEP report it"),
-    ("dispatcher_kernel", "dispatcher_unavailable", ("not installed",),
+    ("dispatcher_kernel", "dispatcher_unavailable", ("deepep", "hybridep", "nccl ep", "ncclep", "deep_ep"),
      r"\b(?:DeepEP|HybridEP|NCCL ?EP|deep_ep)\b.*\bnot installed",
      "Megatron-Bridge flex_dispatcher_backend.py / Megatron-Core fused_a2a.py import checks (FACTS §1)"),
     # ---- dispatcher timeouts (CASES C07): CPU-side, GPU-side receivers/senders/forwarders, HybridEP, NIXL
@@ -83,7 +83,7 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("dispatcher_timeout", "dispatcher_timeout", ("deepep",),
      r"(?i)DeepEP (?:dispatch|combine|RDMA|NVL|timeout|low.latency)[\w (),/-]*?time(?:d)?[ -]?out",
      _DEEPEP_SRC + "; DeepEP PR 181 ('DeepEP dispatch NVL receiver timeout, channel: ...')"),
-    ("dispatcher_timeout", "dispatcher_timeout", ("timeout", "timed out", "time out", "timed-out", "time-out"),
+    ("dispatcher_timeout", "dispatcher_timeout", ("timeout", "timed out", "time out", "timed-out", "time-out", "timedout"),
      r"(?i)" + _DISP + r".*\btime(?:d)?[ -]?out|\btime(?:d)?[ -]?out\b.*" + _DISP,
      "family fallback: any timeout inside a DeepEP/HybridEP/NIXL message (" + _DEEPEP_SRC + ")"),
     # ---- hardware
@@ -101,12 +101,13 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"|fallen off the bus|row remap\w* fail|page retirement|hardware error|NVLink error",
      "CUDA runtime cudaErrorECCUncorrectable ('uncorrectable ECC error encountered'); NVIDIA Xid 48/63/79/94/95"),
     # ---- memory
-    ("memory", "cuda_oom", ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation"),
+    ("memory", "cuda_oom", ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation",
+                            "cuda_error_out_of_memory"),
      r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation"
      r"|CUDA_ERROR_OUT_OF_MEMORY|\bout of memory\b.*\bGPU\b",
      "pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp ('CUDA out of memory. Tried to allocate ...')"),
     ("memory", "host_oom", ("oom_kill event", "oom-kill event", "oom killed", "oom-killed", "out of memory",
-                            "exceeded memory limit", "out_of_memory", "oom-killer", "killed process"),
+                            "memory limit", "out_of_memory", "oom-killer", "killed process"),
      r"(?i)Detected \d+ oom[-_]kill events?|oom[- ]killed|task \S+: Out Of Memory|exceeded (?:job )?memory limit"
      r"|\bOUT_OF_MEMORY\b|oom-killer|Memory cgroup out of memory|Killed process \d+|Out of memory: Kill",
      "SchedMD/slurm src/plugins/cgroup/v2 ('Detected %lu oom_kill event%s in %ps'), srun task state 'Out Of Memory'"),
@@ -120,7 +121,8 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     # ---- numerics
     ("numerics", "nan_inf", ("found nan", "nan or inf", "nan detected", "inf detected", "unexpected result nan",
                              "unexpected result inf", "detected nan", "detected inf", "found inf", "is nan",
-                             "is inf", "nan/inf", "non-finite", "nan in", "inf in"),
+                             "is inf", "nan/inf", "non-finite", "nan in", "inf in", "found a nan",
+                             "found a inf", "detected a nan", "detected a inf"),
      r"(?i)found (?:a )?(?:NaN|Inf)|NaN or Inf|(?:NaN|Inf) detected|detected (?:a )?(?:NaN|Inf)|Unexpected result "
      r"(?:nan|inf)|\bis (?:NaN|Inf)\b|NaN/Inf|non-finite|\b(?:NaN|Inf) in (?:local |global )?(?:grad|loss)",
      "NVIDIA/Megatron-LM megatron/core/distributed/param_and_grad_buffer.py ('found NaN in local grad norm'), "
@@ -128,8 +130,8 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     # ---- assertions
     ("assertion", "assertion", ("assertion failed: ", "assertion `", "assertion '"),
      r"Assertion failed: (?P<location>[^,]+?)(?:, condition: (?P<condition>.*))?$"
-     r"|(?P<location2>\S+): .*Assertion [`'](?P<condition2>.*)' failed",
-     "glibc assert(3) ('file:line: func: Assertion `cond' failed.'); CUDA device assert"),
+     r"|(?P<location2>\S+): .*Assertion [`'](?P<condition2>.*)[`'] failed",
+     "glibc assert(3) ('file:line: func: Assertion `cond' failed.'); CUDA device assert ('Assertion `cond` failed.')"),
     ("assertion", "assertion", ("assertionerror",),
      r"\bAssertionError\b",
      "Python AssertionError from Megatron-Core TransformerConfig / Megatron-Bridge config checks (fixture "
@@ -166,13 +168,14 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"DistStoreError|DistNetworkError|RendezvousTimeoutError|(?i:connection reset by peer|socket timeout"
      r"|connection refused)",
      "pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp; torch elastic rendezvous"),
-    ("network", "nccl_timeout", ("nccl",),
+    ("network", "nccl_timeout", ("timeout", "timed out", "time out", "timedout", "time-out", "timed-out"),
      r"(?i)\bnccl\w*\b.*\btime(?:d)?[ -]?out", "family fallback: a timeout in an NCCL message"),
-    ("network", "nccl_error", ("nccl",),
-     r"NCCL WARN .*(?i:error|fail|abort|unable|could not)|(?i:\bnccl\w*\b.*\b(?:error|abort(?:ed)?|fail(?:ed|ure)?)\b)",
-     "family fallback: NVIDIA/nccl WARN lines, any NCCL error/abort/failure message"),
+    ("network", "nccl_error", ("nccl warn", "abort", "fail"),
+     r"NCCL WARN .*(?i:error|fail|abort|unable|could not)|(?i:\bnccl\w*\b[^.]{0,60}\b(?:abort(?:ed)?|fail(?:ed|ure)?)\b)",
+     "family fallback: NVIDIA/nccl WARN lines, an NCCL object that failed or aborted (not a warning that mentions "
+     "an error)"),
     # ---- killed by a signal (the name becomes part of the reason)
-    ("signal", "killed_by_signal", ("received by pid",),
+    ("signal", "killed_by_signal", ("received by pid", ") received"),
      r"Signal (?P<signum>\d+) \((?P<signal>SIG\w+)\) received by PID|\*\*\* (?P<signal2>SIG\w+) \(@\S+\) received",
      "pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py ('Signal %d (%s) received by PID'); "
      "glog failure signal handler"),
