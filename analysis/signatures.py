@@ -122,11 +122,15 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("numerics", "nan_inf", ("found nan", "nan or inf", "nan detected", "inf detected", "unexpected result nan",
                              "unexpected result inf", "detected nan", "detected inf", "found inf", "is nan",
                              "is inf", "nan/inf", "non-finite", "nan in", "inf in", "found a nan",
-                             "found a inf", "detected a nan", "detected a inf"),
+                             "found a inf", "detected a nan", "detected a inf", "loss: nan", "loss: inf",
+                             "loss: -nan", "loss: +nan", "loss: -inf", "loss: +inf", "norm: nan", "norm: inf", "norm: -nan", "norm: +nan",
+                             "norm: -inf", "norm: +inf"),
      r"(?i)found (?:a )?(?:NaN|Inf)|NaN or Inf|(?:NaN|Inf) detected|detected (?:a )?(?:NaN|Inf)|Unexpected result "
-     r"(?:nan|inf)|\bis (?:NaN|Inf)\b|NaN/Inf|non-finite|\b(?:NaN|Inf) in (?:local |global )?(?:grad|loss)",
+     r"(?:nan|inf)|\bis (?:NaN|Inf)\b|NaN/Inf|non-finite|\b(?:NaN|Inf) in (?:local |global )?(?:grad|loss)"
+     r"|\| (?:[a-z0-9_ ]*loss|grad norm): [-+]?(?:nan|inf)\b",
      "NVIDIA/Megatron-LM megatron/core/distributed/param_and_grad_buffer.py ('found NaN in local grad norm'), "
-     "megatron/core/rerun_state_machine.py ('Unexpected result nan')"),
+     "megatron/core/rerun_state_machine.py ('Unexpected result nan'); megatron/training/training.py "
+     "training_log (an iteration line whose 'lm loss' or 'grad norm' field prints NAN/INF, on the rank's prefix)"),
     # ---- assertions
     ("assertion", "assertion", ("assertion failed: ", "assertion `", "assertion '"),
      r"Assertion failed: (?P<location>[^,]+?)(?:, condition: (?P<condition>.*))?$"
