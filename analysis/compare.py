@@ -33,6 +33,7 @@ from scipy import stats as sps
 from analysis.options import LOSS_TOLERANCE
 from analysis.results import BackendRate, Comparison, LossParity, OverlapCeiling, RunResult, Speedup
 from analysis.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
+from contracts.records import group_key
 
 GRAD_SPIKE_FACTOR = 3.0
 VERDICTS = ("faster", "slower", "no_significant_difference", "not_comparable", "diverged")
@@ -224,7 +225,7 @@ def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, toler
     for r in runs:
         if r.status in ("pruned", "skipped", "validated"):  # never trained: nothing to compare
             continue
-        key = "" if baseline else ",".join(f"{k}={r.group[k]}" for k in sorted(r.group))
+        key = "" if baseline else group_key(r.group)
         groups.setdefault(key, []).append(r)
     out: list[Comparison] = []
     for members in groups.values():

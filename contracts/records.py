@@ -25,6 +25,15 @@ _NAME_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 DISPATCHER_SHORT = {"alltoall": "a2a", "allgather": "ag", "deepep": "deepep", "hybridep": "hybridep", "ncclep": "ncclep"}
 
 
+def group_key(group: Any) -> str:
+    """The one string key of a group (CONTRACTS §2): its ``key=value`` pairs sorted by key and comma-joined, e.g.
+    ``model.expert_model_parallel_size=8``; ``""`` for a sweep without extra axes (or a group that is not a mapping).
+    The manifest, the comparisons and the history database all key groups by it."""
+    if not isinstance(group, dict):
+        return ""
+    return ",".join(f"{k}={group[k]}" for k in sorted(group))
+
+
 def safe_name(text: str, limit: int = 64) -> str:
     """Return ``text`` made safe as a Slurm job name and folder name: ``[A-Za-z0-9_.-]``, at most ``limit`` chars.
 
@@ -124,8 +133,8 @@ class Variant:
 
     @property
     def group_key(self) -> str:
-        """Stable string key of the group (``""`` when the sweep has no extra axes)."""
-        return ",".join(f"{k}={self.group[k]}" for k in sorted(self.group))
+        """Stable string key of the group (``""`` when the sweep has no extra axes); see :func:`group_key`."""
+        return group_key(self.group)
 
     @property
     def is_baseline_arm(self) -> bool:

@@ -56,7 +56,7 @@ class Backend(Protocol):
 
 
 def run_spec(sweep_dir: Path, ref: RunRef, mode: str, hold_s: float) -> RunSpec:
-    """The launcher's RunSpec of one attempt (task name ``<variant>-a<k>``)."""
+    """The launcher's RunSpec of one attempt (its task name is the run's :attr:`RunRef.task`)."""
     return RunSpec(variant=ref.variant, variant_json=SweepDir(Path(sweep_dir)).variant_json(ref.variant).resolve(),
                    attempt=ref.attempt, repeat=ref.repeat, mode=mode, hold_s=hold_s or None)
 

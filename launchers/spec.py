@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contracts.records import RunRef
 from launchers.errors import LaunchConfigError
 
 PAYLOAD_MODULE = "experiments.train"
@@ -54,8 +55,9 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        """Task name of this run in NeMo-Run and Slurm: ``<variant>-a<attempt>``."""
-        return f"{self.variant}-a{self.attempt}"
+        """Task name of this run in NeMo-Run and Slurm: the run's one name, :attr:`contracts.records.RunRef.task`
+        (``<variant>.r<repeat>.a<attempt>``)."""
+        return RunRef(self.variant, self.repeat, self.attempt).task
 
     def payload_args(self, variant_json: str, out_dir: str) -> list[str]:
         """Arguments after ``python`` for this run, given where the job sees its variant.json and output folder."""

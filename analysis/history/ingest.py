@@ -23,6 +23,7 @@ from typing import Any
 
 from analysis.history.errors import HistoryInputError
 from analysis.history.records import NightInput, RunRecord, Series, SpeedupRecord, SweepInfo
+from contracts.records import group_key
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -63,9 +64,9 @@ def load_summary(summary: str | Path | dict[str, Any], manifest: str | Path | di
     baselines = {c.get("baseline") for c in comparisons if isinstance(c, dict)}
     for c in comparisons:
         if isinstance(c, dict) and c.get("variant"):
-            groups.setdefault(c["variant"], _group_key(c.get("group")))
+            groups.setdefault(c["variant"], group_key(c.get("group")))
             if c.get("baseline"):
-                groups.setdefault(c["baseline"], _group_key(c.get("group")))
+                groups.setdefault(c["baseline"], group_key(c.get("group")))
     warnings: list[str] = []
     runs = _runs(summary.get("runs"), where, roles, groups, baselines, Path(sweep_dir) if sweep_dir else None, warnings)
     speedups = _speedups(comparisons, runs, where)
@@ -129,13 +130,6 @@ def _sweep_info(block: Any, manifest: dict[str, Any] | None, where: str, source:
     )
 
 
-def _group_key(group: Any) -> str:
-    """Same form as ``Variant.group_key``: ``k=v`` pairs sorted by key, comma-joined; ``""`` for no extra axes."""
-    if not isinstance(group, dict):
-        return ""
-    return ",".join(f"{k}={group[k]}" for k in sorted(group))
-
-
 def _manifest_roles(manifest: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, str]]:
     roles: dict[str, str] = {}
     groups: dict[str, str] = {}
@@ -143,7 +137,7 @@ def _manifest_roles(manifest: dict[str, Any] | None) -> tuple[dict[str, str], di
         if isinstance(v, dict) and v.get("name"):
             if v.get("role"):
                 roles[v["name"]] = v["role"]
-            groups[v["name"]] = _group_key(v.get("group"))
+            groups[v["name"]] = group_key(v.get("group"))
     return roles, groups
 
 
@@ -202,7 +196,7 @@ def _runs(raw: Any, where: str, roles: dict[str, str], groups: dict[str, str], b
         try:
             rec = RunRecord(
                 variant=variant, repeat=repeat, attempt=run["attempt"], status=str(run.get("status")),
-                reason=run.get("reason"), role=role, group_key=groups.get(variant, _group_key(run.get("group"))),
+                reason=run.get("reason"), role=role, group_key=groups.get(variant, group_key(run.get("group"))),
                 step_time_ms=_num(st, "median", w), step_time_p90_ms=_num(st, "p90", w),
                 step_time_ci_low_ms=_num(st, "ci_low", w), step_time_ci_high_ms=_num(st, "ci_high", w),
                 n_steady=None if not isinstance(st, dict) or st.get("n") is None else int(st["n"]),
@@ -240,7 +234,7 @@ def _speedups(comparisons: Any, runs: tuple[RunRecord, ...], where: str) -> tupl
             else:
                 reason = "; ".join(str(n) for n in c.get("notes") or []) or "the analysis computed no speedup"
         out.append(SpeedupRecord(variant=str(c["variant"]), baseline=str(c["baseline"]),
-                                 group_key=_group_key(c.get("group")), value=value, ci_low=_num(sp, "ci_low", w),
+                                 group_key=group_key(c.get("group")), value=value, ci_low=_num(sp, "ci_low", w),
                                  ci_high=_num(sp, "ci_high", w), verdict=c.get("verdict"), reason=reason))
     return tuple(out)
 

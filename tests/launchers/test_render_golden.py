@@ -49,7 +49,7 @@ def test_container_profile_uses_pyxis_and_container_paths(sweep: Path, no_host_s
 def test_bare_metal_profile_has_no_container_flags_and_real_paths(sweep: Path, no_host_secrets: None) -> None:
     text = _render("local_slurm", sweep)
     assert "--container" not in text
-    job = "/results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0-a1"
+    job = "/results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1"
     assert f"--chdir {job}/code" in text
     assert f"{job}/code/variants/a2a.ovl1.dw0/variant.json {job}/out" in text
     # NeMo-Run rewrites '/nemo_run' in container-less scripts: the sweep's nemo_run/ is reached via the alias

@@ -7,11 +7,11 @@
 # Parameters
 #SBATCH --account=local
 #SBATCH --gpus-per-node=2
-#SBATCH --job-name=moe.a2a.ovl1.dw0-a1
+#SBATCH --job-name=moe.a2a.ovl1.dw0.r0.a1
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=2
 #SBATCH --open-mode=append
-#SBATCH --output=/results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0-a1/sbatch_moe.a2a.ovl1.dw0-a1_%j.out
+#SBATCH --output=/results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/sbatch_moe.a2a.ovl1.dw0.r0.a1_%j.out
 #SBATCH --partition=debug
 #SBATCH --signal=TERM@60
 #SBATCH --time=00:10:00
@@ -36,7 +36,7 @@ export CUDA_DEVICE_MAX_CONNECTIONS=32
 
 # Command 1
 
-srun --output /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0-a1/log-moe.a2a.ovl1.dw0-a1_%j_${SLURM_RESTART_COUNT:-0}.out --chdir /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0-a1/code --wait=60 --kill-on-bad-exit=1 env python -m experiments.train /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0-a1/code/variants/a2a.ovl1.dw0/variant.json /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0-a1/out --attempt 1 --mode validate
+srun --output /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/log-moe.a2a.ovl1.dw0.r0.a1_%j_${SLURM_RESTART_COUNT:-0}.out --chdir /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/code --wait=60 --kill-on-bad-exit=1 env python -m experiments.train /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/code/variants/a2a.ovl1.dw0/variant.json /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/out --attempt 1 --mode validate
 
 exitcode=$?
 
