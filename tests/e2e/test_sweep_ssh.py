@@ -96,8 +96,8 @@ def test_sweep_through_ssh_tunnel_validates_and_fetches_logs_back(tmp_path, lapt
     assert host_dir.is_relative_to(laptop) and host_dir.is_dir()  # the job ran in the "cluster" job folder
     adir = out / "variants" / VARIANT / "attempt-1"
     logs = {p.name: p for p in (adir / "logs").iterdir()}
-    rank_log = f"log-moe.{VARIANT}-a1_{a['job_id']}_0.out"
-    assert rank_log in logs and f"sbatch_moe.{VARIANT}-a1_{a['job_id']}.out" in logs
+    rank_log = f"log-moe.{VARIANT}.r0.a1_{a['job_id']}_0.out"
+    assert rank_log in logs and f"sbatch_moe.{VARIANT}.r0.a1_{a['job_id']}.out" in logs
     # fetched copies of what the job wrote on the cluster side, byte for byte
     assert logs[rank_log].read_bytes() == (host_dir / rank_log).read_bytes()
     assert logs[rank_log].stat().st_size > 0
