@@ -10,8 +10,9 @@ Each GPU kernel gets one category, by its name and the CPU ranges around its lau
 
 - ``expert_gemm``: a GEMM launched inside the payload's ``moe_experts`` label (expert forward) or an autograd node
   of TE's grouped linear (``GroupedLinearBackward``, expert backward);
+- ``attention``: flash / cuDNN fused attention kernels (``flash``, ``fmha``, ``sdpa``, ``attn``; checked first, as
+  cuDNN's are named ``cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_...``, seen on the H200);
 - ``dense_gemm``: any other GEMM (cuBLAS ``gemm``/``nvjet``/``cutlass``/``xmma`` kernel names);
-- ``attention``: flash / cuDNN fused attention kernels (``flash``, ``fmha``, ``sdpa``, ``attn``);
 - ``alltoall``: NCCL send/recv and all-to-all kernels (Megatron's token dispatcher all-to-all uses NCCL SendRecv);
 - ``nccl_other``: other NCCL kernels (all-reduce, all-gather, reduce-scatter);
 - ``other_compute``: every other kernel, memcpy and memset.
@@ -134,10 +135,10 @@ def categorize(name: str, in_expert: bool) -> str:
     """The category of one GPU activity from its kernel name and whether it was launched in an expert range."""
     if _NCCL.search(name):
         return "alltoall" if _A2A.search(name) else "nccl_other"
+    if _ATTN.search(name):  # before GEMM: cuDNN's fused attention kernels are named ..._sdpa_..._wgmma_...
+        return "attention"
     if _GEMM.search(name):
         return "expert_gemm" if in_expert else "dense_gemm"
-    if _ATTN.search(name):
-        return "attention"
     return "other_compute"
 
 

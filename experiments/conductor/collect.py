@@ -45,6 +45,7 @@ def collect(sd: SweepDir, backend: Backend, ref: RunRef, secrets: list[str]) -> 
             write_bytes(dst, mask_bytes(src.read_bytes(), secrets))
     eff = backend.payload_out(ref) / "effective_config.json"
     dst = sd.effective_config(ref)
+    collect_profile(eff.parent, dst.parent)
     if not eff.exists() or dst.exists():
         return []
     text = eff.read_text()
@@ -53,6 +54,26 @@ def collect(sd: SweepDir, backend: Backend, ref: RunRef, secrets: list[str]) -> 
         return list(json.loads(text).get("adjustments") or [])
     except (ValueError, AttributeError):
         return []
+
+
+def collect_profile(out: Path, attempt_dir: Path) -> int:
+    """Copy the payload's ``profile/`` (``profile=true``: request.json, the rank-0 torch.profiler trace and a
+    step_breakdown.json if any; not the TensorBoard events) into the attempt folder, never overwriting, so that
+    the analysis finds it there (analysis/profile_breakdown.py). Returns the number of files copied. Over SSH
+    the payload's out/ is not fetched beyond effective_config.json, so nothing is copied there."""
+    src = out / "profile"
+    if not src.is_dir():
+        return 0
+    n = 0
+    for f in sorted(src.rglob("*")):
+        rel = f.relative_to(src)
+        if not f.is_file() or rel.parts[0] == "tb":
+            continue
+        dst = attempt_dir / "profile" / rel
+        if not dst.exists():
+            write_bytes(dst, f.read_bytes())
+            n += 1
+    return n
 
 
 def write_script(sd: SweepDir, ref: RunRef, text: str | None) -> None:

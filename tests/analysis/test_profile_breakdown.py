@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -61,7 +62,8 @@ def test_no_comm_means_no_hidden_fraction():
 @pytest.mark.parametrize("name,expert,want", [
     ("ncclDevKernel_AllReduce_Sum_f32", False, "nccl_other"), ("ncclDevKernel_SendRecv", True, "alltoall"),
     ("nvjet_tst_64x8_64x16", True, "expert_gemm"), ("nvjet_tst_64x8_64x16", False, "dense_gemm"),
-    ("flash_fwd_kernel", False, "attention"), ("triton_poi_fused_add", True, "other_compute")])
+    ("flash_fwd_kernel", False, "attention"), ("triton_poi_fused_add", True, "other_compute"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26", True, "attention")])
 def test_categorize(name, expert, want):
     assert categorize(name, expert) == want
 
@@ -86,3 +88,33 @@ def test_trace_without_kernels_is_an_error(tmp_path):
     p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 1}]}))
     with pytest.raises(TraceError, match="no GPU kernel"):
         breakdown(load_trace(p), source=str(p))
+
+
+# --- the real H200 profile (moe_bench_h200 with 8 experts, micro-batch 8, 2026-12-01): committed trace summary
+FIXTURE = Path(__file__).parent / "fixtures" / "h200_profile"
+
+
+def test_h200_trace_summary_fixture():
+    b = json.loads((FIXTURE / "step_breakdown.json").read_text())
+    assert b["schema"] == "step_breakdown/1" and b["steps"] == 2 and b["kernels"] > 10_000
+    parts = b["parts_ms"]
+    assert sum(parts[k] for k in PARTS) == pytest.approx(b["step_ms"], abs=0.01)
+    # what the profile showed: expert GEMMs lead, then dense GEMMs; no communication at EP=1 on one GPU
+    assert parts["expert_gemm"] > parts["dense_gemm"] > parts["attention"] > 0
+    assert b["comm_ms"]["total"] == 0 and b["hidden_comm_fraction"] is None
+    assert b["gpu_busy_fraction"] > 0.9
+
+
+def test_h200_summary_and_report_fixture():
+    from analysis.render import breakdown_blocks
+    from analysis.results import RunResult
+
+    s = json.loads((FIXTURE / "summary.json").read_text())
+    run = s["runs"][0]
+    b = json.loads((FIXTURE / "step_breakdown.json").read_text())
+    assert run["step_breakdown_ms"] == {**b["parts_ms"], "step": b["step_ms"]}
+    assert run["tflops_per_gpu"]["median"] > 459  # >= 60% of the 765 TFLOP/s matmul ceiling
+    r = RunResult.from_json(run)
+    blocks = breakdown_blocks((r,))
+    assert blocks and blocks[-1].rows[0][0] == "a2a.ovl0.dw0" and blocks[-1].rows[0][2] == "910.4"
+    assert "Where the step time goes" in (FIXTURE / "report.md").read_text()
