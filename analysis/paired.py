@@ -19,7 +19,7 @@ import numpy as np
 from scipy import stats as sps
 
 from analysis.results import RunResult, Speedup
-from analysis.sequential import PRACTICAL_THRESHOLD, fixed_verdict, sequential_verdict
+from analysis.sequential import PRACTICAL_THRESHOLD, fixed_verdict, sequential_verdict, verdict_name
 
 CONFIDENCE = 0.95
 
@@ -82,7 +82,7 @@ def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup,
     speedup = paired_speedup(logs)
     if design.adaptive and design.max_blocks:
         seq = sequential_verdict(logs, design.max_blocks, design.practical_threshold, design.alpha)
-        verdict = "no_significant_difference" if seq.state == "undecided" else seq.state
+        verdict = verdict_name(seq.state)
         return speedup, verdict, seq.to_json()
     return speedup, fixed_verdict(logs, design.practical_threshold), None
 

@@ -18,6 +18,10 @@ than by converting normal-theory boundaries, which overshoots alpha at few block
 false-positive rate over every look). Equivalent: both one-sided tests against -+log(1 + threshold) pass their
 one-sided spending boundary at level alpha. Equivalence has priority: an arm inside the practical threshold is
 ``equivalent`` even when it is measurably different. A decided arm stops; its first decision is its verdict.
+Futility (non-binding, so it can only lower the error rates): after look k < max_blocks an arm is ``stopped``
+(undecided, no more blocks) when neither decision is within reach: the t statistic projected to max_blocks at the
+current trend, |T_k| sqrt(max_blocks / k), is below FUTILITY x the final two-sided boundary, and the projected
+equivalence statistic (margin - |mean|) / se_k x sqrt(max_blocks / k) is below FUTILITY x the final one-sided one.
 
 Both functions take a matrix (rows = arms or simulated trials, columns = blocks, NaN = no block) so that the
 simulator (benchmarks/verdicts.py) runs the very code the sweep runs; :func:`fixed_verdict` and
@@ -36,8 +40,10 @@ from scipy import stats as sps
 ALPHA = 0.05
 K_MIN = 3
 PRACTICAL_THRESHOLD = 0.02
-UNDECIDED, FASTER, SLOWER, EQUIVALENT = 0, 1, 2, 3
-STATE_NAMES = {UNDECIDED: "undecided", FASTER: "faster", SLOWER: "slower", EQUIVALENT: "equivalent"}
+UNDECIDED, FASTER, SLOWER, EQUIVALENT, STOPPED = 0, 1, 2, 3, 4
+STATE_NAMES = {UNDECIDED: "undecided", FASTER: "faster", SLOWER: "slower", EQUIVALENT: "equivalent",
+               STOPPED: "stopped"}
+FUTILITY = 0.8  # non-binding futility: stop when the trend, projected to max_blocks, reaches < 60% of a boundary
 _N_PATHS = 200_000  # simulated null paths behind the boundaries
 _PATHS_SEED = 20261129
 
@@ -94,8 +100,13 @@ def _moments(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.maximum(sd / math.sqrt(k), 1e-12)
 
 
-def _classify(mean: np.ndarray, se: np.ndarray, crit2: float, crit1: float, margin: float) -> np.ndarray:
+def _classify(mean: np.ndarray, se: np.ndarray, crit2: float, crit1: float, margin: float,
+              futile: tuple[float, float, float] | None = None) -> np.ndarray:
     out = np.full(len(mean), UNDECIDED)
+    if futile is not None:  # (sqrt(K / k), final two-sided boundary, final one-sided boundary)
+        grow, end2, end1 = futile
+        out[(np.abs(mean) / se * grow < FUTILITY * end2) & ((margin - np.abs(mean)) / se * grow < FUTILITY * end1)] \
+            = STOPPED
     out[mean / se > crit2] = FASTER
     out[mean / se < -crit2] = SLOWER
     out[((mean + margin) / se > crit1) & ((margin - mean) / se > crit1)] = EQUIVALENT
@@ -119,8 +130,9 @@ def sequential_states(log_ratios: np.ndarray, max_blocks: int, threshold: float 
                       alpha: float = ALPHA) -> tuple[np.ndarray, np.ndarray]:
     """Replay the looks of the adaptive design over ``log_ratios`` (rows x blocks; a row ends at its first NaN).
 
-    Returns (state per row, the look, i.e. number of blocks, at which it was decided; 0 when undecided). A row is
-    decided at the first look k >= K_MIN whose boundary it crosses; later blocks of that row are ignored.
+    Returns (state per row, the look, i.e. number of blocks, at which it was decided or stopped; 0 when undecided).
+    A row is decided at the first look k >= K_MIN whose boundary it crosses (or stopped for futility); later blocks
+    of that row are ignored.
     """
     x = np.atleast_2d(np.asarray(log_ratios, dtype=np.float64))
     two, one = t_boundaries(max_blocks, alpha)
@@ -133,7 +145,8 @@ def sequential_states(log_ratios: np.ndarray, max_blocks: int, threshold: float 
         if not live.any():
             continue
         mean, se = _moments(np.nan_to_num(x[live]), k)
-        s = _classify(mean, se, two[k], one[k], margin)
+        futile = (math.sqrt(max_blocks / k), two[max_blocks], one[max_blocks]) if k < max_blocks else None
+        s = _classify(mean, se, two[k], one[k], margin, futile)
         idx = np.flatnonzero(live)
         state[idx] = s
         look[idx[s != UNDECIDED]] = k
@@ -152,7 +165,7 @@ class SequentialResult:
 
     @property
     def wants_more(self) -> bool:
-        return self.state == "undecided" and self.blocks < self.max_blocks
+        return self.state == "undecided" and self.blocks < self.max_blocks  # "stopped": futility, no more blocks
 
     def to_json(self) -> dict[str, object]:
         return {"design": "group_sequential_obf", "state": self.state, "look": self.look, "blocks": self.blocks,
@@ -171,3 +184,8 @@ def fixed_verdict(log_ratios: list[float] | np.ndarray, threshold: float = PRACT
     """faster / slower / equivalent / no_significant_difference of one arm in a fixed design (>= 2 blocks)."""
     state = int(fixed_states(np.asarray(log_ratios, dtype=np.float64)[None, :], threshold)[0])
     return "no_significant_difference" if state == UNDECIDED else STATE_NAMES[state]
+
+
+def verdict_name(state: str) -> str:
+    """The comparison verdict of a sequential state: undecided and stopped are ``no_significant_difference``."""
+    return "no_significant_difference" if state in ("undecided", "stopped") else state

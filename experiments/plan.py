@@ -59,7 +59,7 @@ class SweepSettings:
     hang_min_s: float
     poll_s: float
     control: bool = False
-    max_blocks: int = 10
+    max_blocks: int = 6
     block_seed: int | None = None
     practical_threshold: float = 0.02
 
