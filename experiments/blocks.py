@@ -10,7 +10,8 @@
 - ``control=true`` adds a copy of each group's baseline (``<baseline>.ctl``, role ``control``) to every block; its
   verdict against the baseline must be ``equivalent`` (analysis/compare.py marks the group doubtful otherwise).
 - A gated arm (staged isolation) gets blocks of its own once its gate opens (:func:`schedule_new_arms`): the same
-  number of blocks (K_MIN for auto), with its group's baseline and control in each.
+  number of blocks (K_MIN for auto), with its group's baseline and control in each (with ``repeats=1`` there is
+  nothing to pair, so the gated arms run alone, as before issue 15).
 """
 
 from __future__ import annotations
@@ -143,5 +144,7 @@ def schedule_new_arms(m: Manifest) -> list[str]:
     if not new:
         return []
     count = n_initial_blocks(design.get("repeats", 1), int(design.get("max_blocks") or K_MIN))
-    add_blocks(m, _with_group_anchors(m, new), count)
+    # one block (repeats=1) allows no paired analysis: the arms then run alone, compared with the baseline's one run
+    arms = _with_group_anchors(m, new) if count >= 2 else [n for n in planned_arms(m.variants) if n in new]
+    add_blocks(m, arms, count)
     return sorted(new)
