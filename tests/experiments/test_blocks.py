@@ -180,3 +180,39 @@ def test_adaptive_control_sweep_end_to_end_blocks_control_and_drift_in_manifest_
     assert summary["noise_floor"][0]["control"] == "a2a.ovl0.dw0.ctl"
     report = (root / "report" / "report.md").read_text()
     assert "Noise floor" in report and "Drift of the baseline" in report and (root / "report" / "drift.png").is_file()
+
+
+def test_nightly_runs_in_blocks(tmp_path):
+    p = make_plan(["action=plan", "sweep=nightly", f"output_dir={tmp_path / 'n'}"])
+    kept = {v.name for v in p.variants if v.status == "planned"}
+    assert len(p.blocks) == 3 and all(set(b["order"]) == kept for b in p.blocks)
+
+
+def test_each_block_is_one_launch_so_pack_puts_a_block_in_one_allocation(tmp_path, monkeypatch):
+    """On a backend without a concurrency limit (Slurm) every planned block is submitted at once, in block order,
+    one ``launch`` call per block: with pack=true that call is one allocation (launchers/pack.py)."""
+    from analysis.options import Options
+    from experiments.conductor.drive import Sweep, track
+    from experiments.conductor.progress import Display
+
+    p = plan(tmp_path, "mode=train", "repeats=3", "control=true")
+    sd = SweepDir(write_plan(p, [], render=False))
+    backend = DriftingBackend(tmp_path / "jobs", {}, max_concurrent=None)
+    calls = []
+    real = backend.launch
+    monkeypatch.setattr(backend, "launch", lambda refs, mode, stage: calls.append([r.run_key for r in refs])
+                        or real(refs, mode, stage))
+    track(Sweep(sd, backend, SimpleNamespace(poll_s=0.01, hang_min_s=600, hang_action="cancel"), Options(),
+                Display("t"), "train", []), runs_to_submit(sd))
+    assert calls == [[(n, b["index"]) for n in b["order"]] for b in p.blocks]
+
+
+def test_manifest_add_block_extends_runs_and_rejects_unknown_names(tmp_path):
+    sd = SweepDir(write_plan(plan(tmp_path, "repeats=2"), [], render=False))
+    m = Manifest.load(sd)
+    before = list(m.runs)
+    assert m.add_block(["a2a.ovl1.dw0", "a2a.ovl0.dw0"]) == 2
+    assert m.runs == [*before, ("a2a.ovl1.dw0", 2), ("a2a.ovl0.dw0", 2)]
+    with pytest.raises(ValueError, match="unknown variant"):
+        m.add_block(["nope"])
+    assert Manifest.from_json(m.to_json()).blocks == m.blocks
