@@ -260,6 +260,8 @@ class Manifest:
         for f in fields(self):
             if f.name in ("extra", "stages", "runs", "variants"):
                 continue
+            if f.name in ("design", "blocks") and not getattr(self, f.name):
+                continue  # a manifest from before issue 15 round-trips unchanged
             d[f.name] = getattr(self, f.name)
         d["stages"] = [s.to_json() for s in self.stages]
         d["runs"] = [{"variant": n, "repeat": r} for n, r in self.runs]
