@@ -25,6 +25,7 @@ from analysis.compare import backend_rates, compare_all
 from analysis.files import read_json
 from analysis.labels import label_from_name
 from analysis.options import Options, UsageError
+from analysis.paired import Design, drift
 from analysis.parse import group_restart_files, parse_files, restart_key
 from analysis.profile_breakdown import load_or_summarize
 from analysis.results import RunConfig, RunResult, Summary
@@ -225,10 +226,16 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             else:
                 notes.append(f"{v.name} attempt-{a.attempt} superseded by a later attempt ({r.status}"
                              + (f": {r.reason})" if r.reason else ")"))
-    comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed)
+    design_doc = manifest.design or None
+    design = Design.from_manifest(design_doc, options.practical_threshold)
+    comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed,
+                              design=design)
     if not any(r.role == "baseline" for r in runs):
         notes.append("no baseline variant in the manifest: speedups not computed")
-    return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes))
+    if design_doc is not None:
+        design_doc = {**design_doc, "blocks": manifest.blocks}
+    return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
+                   tuple(drift(runs)), design_doc)
 
 
 def _replace(r: RunResult, **changes: Any) -> RunResult:

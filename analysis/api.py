@@ -71,5 +71,8 @@ def print_summary(summary: Summary, out: Path) -> None:
     for c in summary.comparisons:
         s = c.speedup
         value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
-        console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}")
+        tags = (" (control: the noise floor)" if c.control else "") + (" DOUBTFUL" if c.doubtful else "")
+        console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}{tags}")
+    for why in sorted({c.doubtful_reason for c in summary.comparisons if c.doubtful and c.doubtful_reason}):
+        console.print(f"warning: every verdict of the group is doubtful: {why}")
     console.print(f"exit code {summary.exit_code}")

@@ -6,6 +6,12 @@
   - Repeats (more than one usable run on either side): the interval comes from the per-run medians (run-to-run
     noise): a t interval on log(median) differences with the pooled run-to-run variance; the value is the ratio of
     the geometric means of the per-run medians.
+  - Blocks (issue 15): when the two sides share at least 2 blocks (runs with the same repeat index = block index),
+    the speedup comes from the ratios within each block (analysis/paired.py, ``paired_blocks_t``) and the verdict
+    from analysis/sequential.py: ``equivalent`` when the arm is within +-practical_threshold (TOST), ``faster`` /
+    ``slower`` when the interval excludes 1 (in ``repeats=auto`` the group-sequential decision).
+  - Control arm (``control=true``, role ``control``): when its verdict is not ``equivalent``, every comparison of
+    its group is marked ``doubtful`` (the sweep's noise floor is above what the verdicts claim).
 - Verdict: ``faster`` when the interval lies above 1, ``slower`` when it lies below 1, else
   ``no_significant_difference``; ``not_comparable`` when either side has no usable run or the runs differ in global
   batch size, sequence length, GPU count or CUDA_DEVICE_MAX_CONNECTIONS (FACTS §2: the overlap gain depends on it).
@@ -26,17 +32,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 from scipy import stats as sps
 
 from analysis.options import LOSS_TOLERANCE
+from analysis.paired import Design, block_pairs, paired_verdict
 from analysis.results import BackendRate, Comparison, LossParity, OverlapCeiling, RunResult, Speedup
 from analysis.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
 from contracts.records import group_key
 
 GRAD_SPIKE_FACTOR = 3.0
-VERDICTS = ("faster", "slower", "no_significant_difference", "not_comparable", "diverged")
+VERDICTS = ("faster", "slower", "equivalent", "no_significant_difference", "not_comparable", "diverged")
 _COMPARABLE = (
     ("global_batch_size", "global batch size"),
     ("seq_length", "sequence length"),
@@ -150,8 +158,11 @@ def _describe(runs: Sequence[RunResult]) -> str:
 
 def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult], *, baseline: str, variant: str,
                     group: dict, tolerance: float = LOSS_TOLERANCE, n_boot: int = N_BOOT,
-                    seed: int = SEED) -> Comparison:
-    """Compare all runs of one variant with all runs of its group's baseline."""
+                    seed: int = SEED, design: Design | None = None) -> Comparison:
+    """Compare all runs of one variant with all runs of its group's baseline (paired over blocks when they share
+    at least 2 blocks; ``design``: fixed or adaptive, with the practical threshold)."""
+    design = design or Design()
+    extra: dict = {}
     usable_b = [r for r in base_runs if r.good and r.step_time is not None]
     usable_v = [r for r in var_runs if r.good and r.step_time is not None]
     notes: list[str] = []
@@ -160,7 +171,7 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
     def result(speedup: Speedup, verdict: str, parity: LossParity | None = None, spike: bool = False,
                ceiling: OverlapCeiling | None = None) -> Comparison:
         return Comparison(variant, baseline, dict(group), speedup, verdict, parity or LossParity(tolerance=tolerance),
-                          tuple(notes), spike, ceiling, len(var_runs), len(base_runs))
+                          tuple(notes), spike, ceiling, len(var_runs), len(base_runs), **extra)
 
     if not usable_v:
         invalid = [r for r in var_runs if r.status == "invalid_variant"]
@@ -179,7 +190,11 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
     if differences:
         notes.extend(differences)
         return result(na, "not_comparable")
-    if len(usable_b) == 1 and len(usable_v) == 1:
+    pairs = block_pairs(usable_b, usable_v)
+    if len(pairs) >= 2:
+        speedup, verdict, seq = paired_verdict(pairs, design)
+        extra.update(blocks=tuple(p.to_json() for p in pairs), sequential=seq)
+    elif len(usable_b) == 1 and len(usable_v) == 1:
         b_ms = usable_b[0].steady_values("step_ms")[1]
         v_ms = usable_v[0].steady_values("step_ms")[1]
         if b_ms.size and v_ms.size:
@@ -190,7 +205,8 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
     else:
         speedup = speedup_from_run_medians([r.step_time.median for r in usable_b],
                                            [r.step_time.median for r in usable_v])
-    verdict = verdict_of(speedup)
+    if len(pairs) < 2:
+        verdict = verdict_of(speedup)
     parity = loss_parity(usable_b, usable_v, tolerance)
     if parity.ok is None:
         notes.append("loss parity unknown: no common steady iteration with lm loss on both sides")
@@ -214,7 +230,7 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
 
 
 def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, tolerance: float = LOSS_TOLERANCE,
-                n_boot: int = N_BOOT, seed: int = SEED) -> tuple[Comparison, ...]:
+                n_boot: int = N_BOOT, seed: int = SEED, design: Design | None = None) -> tuple[Comparison, ...]:
     """Every variant against its group's baseline.
 
     The baseline of a group is the variant named ``baseline`` when given (loose files: one group), else the variant
@@ -234,14 +250,30 @@ def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, toler
         if base_name is None or base_name not in names:
             continue
         base_runs = [r for r in members if r.variant == base_name]
+        mine: list[Comparison] = []
         for name in names:
             if name == base_name:
                 continue
             var_runs = [r for r in members if r.variant == name]
-            out.append(compare_variant(base_runs, var_runs, baseline=base_name, variant=name,
-                                       group={} if baseline else dict(var_runs[0].group), tolerance=tolerance,
-                                       n_boot=n_boot, seed=seed))
+            c = compare_variant(base_runs, var_runs, baseline=base_name, variant=name,
+                                group={} if baseline else dict(var_runs[0].group), tolerance=tolerance,
+                                n_boot=n_boot, seed=seed, design=design)
+            mine.append(replace(c, control=True) if var_runs[0].role == "control" else c)
+        out.extend(mark_doubtful(mine))
     return tuple(out)
+
+
+def mark_doubtful(comparisons: list[Comparison]) -> list[Comparison]:
+    """Every comparison of a group is ``doubtful`` when the group's control arm is not ``equivalent`` to the
+    baseline (a copy of the baseline that is not shown the same: the verdicts cannot be trusted). An adaptive control
+    still undecided while the sweep runs on is not yet a failure (``sequential.wants_more``)."""
+    ctl = next((c for c in comparisons if c.control), None)
+    if ctl is None or ctl.verdict == "equivalent" or (ctl.sequential or {}).get("wants_more"):
+        return comparisons
+    floor = ("" if ctl.speedup.value is None else
+             f" (control speedup {ctl.speedup.value:.3f} [{ctl.speedup.ci_low:.3f}, {ctl.speedup.ci_high:.3f}])")
+    why = f"the control arm {ctl.variant} came out {ctl.verdict}, not equivalent to the baseline{floor}"
+    return [replace(c, doubtful=True, doubtful_reason=why) for c in comparisons]
 
 
 def backend_rates(runs: Sequence[RunResult]) -> tuple[BackendRate, ...]:

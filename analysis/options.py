@@ -11,6 +11,7 @@ LOSS_TOLERANCE = 0.02  # CONTRACTS §7: loss parity within 2% by default
 N_BOOT = 2000  # bootstrap resamples
 SEED = 1234  # bootstrap seed: the same inputs give the same intervals
 HANG_MIN_S = 600.0  # CASES C09: at least 10 min without a new iteration
+PRACTICAL_THRESHOLD = 0.02  # issue 15: within +-2% an arm is "equivalent" to its baseline
 
 
 class UsageError(ValueError):
@@ -19,15 +20,20 @@ class UsageError(ValueError):
 
 @dataclass(frozen=True)
 class Options:
-    """Analysis settings (conf/config.yaml ``analysis.*``): warm-up override, loss tolerance, bootstrap size."""
+    """Analysis settings (conf/config.yaml ``analysis.*``, ``practical_threshold``): warm-up override, loss tolerance,
+    bootstrap size, hang threshold (s), equivalence margin (fraction)."""
 
     warmup: int | None = None
     tolerance: float = LOSS_TOLERANCE
     n_boot: int = N_BOOT
     seed: int = SEED
     hang_min_s: float = HANG_MIN_S
+    practical_threshold: float = PRACTICAL_THRESHOLD  # fraction: the equivalence margin of a paired verdict
 
     def __post_init__(self) -> None:
+        if not 0 < self.practical_threshold < 1:
+            raise UsageError(f"practical_threshold must be a fraction in (0, 1), e.g. 0.02; got "
+                             f"{self.practical_threshold}")
         if self.warmup is not None and self.warmup < 0:
             raise UsageError(f"--warmup must be >= 0 iterations, got {self.warmup}")
         if not 0 < self.tolerance < 1:

@@ -139,8 +139,28 @@ def breakdown_png(summary: Summary) -> bytes | None:
     return _png(fig)
 
 
+def drift_png(summary: Summary) -> bytes | None:
+    """The baseline's median step time (ms) in each block, per group: the machine's drift over the sweep, which
+    the paired block ratios cancel (issue 15). None without a baseline measured in 2 or more blocks."""
+    if not summary.drift:
+        return None
+    fig = Figure(figsize=(6.5, 3.6))
+    ax = fig.add_subplot()
+    for d in summary.drift:
+        xs = [b["index"] for b in d["blocks"]]
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in sorted(d["group"].items())) or d["baseline"]
+        ax.plot(xs, [b["median_ms"] for b in d["blocks"]], "o-", label=f"{label} (spread {d['spread']:.1%})")
+    ax.set_xlabel("block")
+    ax.set_ylabel("baseline median step time, ms")
+    ax.set_title("Drift: the baseline in each block")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
 def all_plots(summary: Summary) -> dict[str, bytes]:
     """{file name: PNG bytes} of every plot that has data."""
     plots = {"throughput.png": throughput_png(summary), "step_time.png": step_time_png(summary),
-             "loss.png": loss_png(summary), "step_breakdown.png": breakdown_png(summary)}
+             "loss.png": loss_png(summary), "step_breakdown.png": breakdown_png(summary),
+             "drift.png": drift_png(summary)}
     return {name: png for name, png in plots.items() if png}

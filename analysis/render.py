@@ -56,6 +56,7 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
         blocks.append(Block("p", f"model {sw.get('model')}, cluster {sw.get('cluster')}, git {sw.get('git_sha')}, "
                                  f"created {sw.get('created')}"))
     blocks.append(Block("p", f"Exit code {code}: {meaning(code)}."))
+    blocks.extend(block_design_blocks(summary))
     if summary.comparisons:
         blocks.append(Block("h2", "Speedup over the baseline (baseline median step / variant median step)"))
         rows = []
@@ -63,7 +64,8 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
             ceiling = c.overlap_ceiling
             extra = "" if ceiling is None else (f"ceiling {ceiling.ceiling:.2f}x, achieved "
                                                 f"{_f(None if ceiling.fraction_achieved is None else 100 * ceiling.fraction_achieved)}%")
-            rows.append((_group(c.group), c.variant, c.baseline, _speedup(c), c.verdict, _parity(c),
+            verdict = c.verdict + (" (control)" if c.control else "") + (" DOUBTFUL" if c.doubtful else "")
+            rows.append((_group(c.group), c.variant, c.baseline, _speedup(c), verdict, _parity(c),
                          "; ".join([*c.notes, extra] if extra else c.notes) or "-"))
         blocks.append(Block("table", headers=("group", "variant", "baseline", "speedup [95% CI]", "verdict",
                                               "loss parity", "notes"), rows=tuple(rows)))
@@ -95,6 +97,41 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
         blocks.append(Block("h2", "Notes"))
         blocks.extend(Block("p", n) for n in summary.notes)
     return blocks
+
+
+def block_design_blocks(summary: Summary) -> list[Block]:
+    """Blocks, control and drift (issue 15): the doubtful banner, the noise floor and the baseline per block."""
+    out: list[Block] = []
+    doubtful = sorted({c.doubtful_reason for c in summary.comparisons if c.doubtful and c.doubtful_reason})
+    for why in doubtful:
+        out.append(Block("p", f"WARNING: every verdict of this group is DOUBTFUL: {why}. The machine's noise is "
+                              "larger than what the verdicts claim; run more blocks (repeats=auto) or calm the "
+                              "machine."))
+    d = summary.design or {}
+    if d:
+        out.append(Block("h2", "Blocks"))
+        out.append(Block("p", f"{len(d.get('blocks') or [])} block(s), repeats={d.get('repeats')}, seed {d.get('seed')}"
+                              f" ({d.get('seed_source')}), control={d.get('control')}, practical threshold "
+                              f"±{100 * float(d.get('practical_threshold') or 0):.1f}%, method {d.get('method')}. "
+                              "Each block runs every arm once in a recorded random order; speedups are ratios "
+                              "within a block."))
+        if d.get("blocks"):
+            out.append(Block("table", headers=("block", "order"), rows=tuple(
+                (str(b["index"]), " -> ".join(b["order"])) for b in d["blocks"])))
+    for n in summary.noise_floor:
+        hw = n["half_width"]
+        out.append(Block("p", f"Noise floor ({_group(n['group'])}): the control arm {n['control']} (the baseline "
+                              f"again) measured {n['verdict']}, speedup "
+                              + ("-" if n["speedup"] is None else f"{n['speedup']:.3f} [{n['ci_low']:.3f}, "
+                                                                   f"{n['ci_high']:.3f}], ±{100 * hw:.1f}%")
+                              + ": differences smaller than this are not resolved by this sweep."))
+    for dr in summary.drift:
+        out.append(Block("h3", f"Drift of the baseline {dr['baseline']} ({_group(dr['group'])}): spread "
+                               f"{dr['spread']:.1%} over {len(dr['blocks'])} blocks"))
+        first = dr["blocks"][0]["median_ms"]
+        out.append(Block("table", headers=("block", "baseline median ms", "vs block 0"), rows=tuple(
+            (str(b["index"]), _f(b["median_ms"]), f"{b['median_ms'] / first - 1:+.1%}") for b in dr["blocks"])))
+    return out
 
 
 def breakdown_blocks(runs: tuple[RunResult, ...]) -> list[Block]:

@@ -264,13 +264,18 @@ class Comparison:
     baseline: str
     group: dict[str, Any]
     speedup: Speedup
-    verdict: str  # faster | slower | no_significant_difference | not_comparable | diverged
+    verdict: str  # faster | slower | equivalent | no_significant_difference | not_comparable | diverged
     loss_parity: LossParity
     notes: tuple[str, ...] = ()
     grad_norm_spike: bool = False
     overlap_ceiling: OverlapCeiling | None = None
     runs: int = 0
     baseline_runs: int = 0
+    blocks: tuple[dict[str, Any], ...] = ()  # analysis/paired.py BlockPair.to_json, when paired over blocks
+    sequential: dict[str, Any] | None = None  # analysis/sequential.py SequentialResult.to_json (repeats=auto)
+    control: bool = False  # the arm is the control copy of the baseline (control=true)
+    doubtful: bool = False  # the group's control arm did not come out equivalent: this verdict is not to be trusted
+    doubtful_reason: str | None = None
 
     @property
     def regression(self) -> bool:
@@ -299,6 +304,11 @@ class Comparison:
                   "fraction_achieved": fnum(ceiling.fraction_achieved)},
             "runs": self.runs,
             "baseline_runs": self.baseline_runs,
+            "blocks": [dict(b) for b in self.blocks],
+            "sequential": self.sequential,
+            "control": self.control,
+            "doubtful": self.doubtful,
+            "doubtful_reason": self.doubtful_reason,
         }
 
     @classmethod
@@ -319,6 +329,11 @@ class Comparison:
             overlap_ceiling=OverlapCeiling(**oc) if oc else None,
             runs=d.get("runs", 0),
             baseline_runs=d.get("baseline_runs", 0),
+            blocks=tuple(d.get("blocks") or ()),
+            sequential=d.get("sequential"),
+            control=bool(d.get("control")),
+            doubtful=bool(d.get("doubtful")),
+            doubtful_reason=d.get("doubtful_reason"),
         )
 
 
@@ -350,6 +365,8 @@ class Summary:
     comparisons: tuple[Comparison, ...] = ()
     backends: tuple[BackendRate, ...] = ()
     notes: tuple[str, ...] = ()
+    drift: tuple[dict[str, Any], ...] = ()  # analysis/paired.py drift(): the baseline's median per block, per group
+    design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
 
     @property
     def exit_code(self) -> int:
@@ -371,7 +388,18 @@ class Summary:
             "backends": [b.to_json() for b in self.backends],
             "notes": list(self.notes),
             "exit_code": self.exit_code,
+            "drift": [dict(d) for d in self.drift],
+            "design": self.design,
+            "noise_floor": self.noise_floor,
         }
+
+    @property
+    def noise_floor(self) -> list[dict[str, Any]]:
+        """The control arms' speedups (the sweep's measured noise floor), one per group with a control."""
+        return [{"group": c.group, "control": c.variant, "verdict": c.verdict, "speedup": c.speedup.value,
+                 "ci_low": c.speedup.ci_low, "ci_high": c.speedup.ci_high,
+                 "half_width": None if c.speedup.ci_low is None or c.speedup.ci_high is None
+                 else (c.speedup.ci_high - c.speedup.ci_low) / 2} for c in self.comparisons if c.control]
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Summary:
@@ -387,4 +415,6 @@ class Summary:
                 for b in d.get("backends") or ()
             ),
             notes=tuple(d.get("notes") or ()),
+            drift=tuple(d.get("drift") or ()),
+            design=d.get("design"),
         )

@@ -181,7 +181,8 @@ class StageEntry:
 
 @dataclass(kw_only=True)
 class Manifest:
-    """The whole manifest.json. ``runs`` is the planned run order as (variant, repeat) pairs."""
+    """The whole manifest.json. ``runs`` is the planned run order as (variant, repeat) pairs, block after block:
+    ``blocks`` records each block's seeded random order, and a run's repeat is its block index."""
 
     sweep_id: str
     name: str
@@ -201,6 +202,8 @@ class Manifest:
     stages: list[StageEntry] = field(default_factory=list)
     runs: list[tuple[str, int]] = field(default_factory=list)
     variants: list[VariantEntry] = field(default_factory=list)
+    design: dict[str, Any] = field(default_factory=dict)  # the block design (CONTRACTS §12): repeats, seed, control
+    blocks: list[dict[str, Any]] = field(default_factory=list)  # [{"index": b, "order": [variant, ...]}]
     extra: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------------------------ queries
@@ -234,6 +237,18 @@ class Manifest:
         """Attempts whose job still exists (submitted or running)."""
         return self.refs(LIVE_STATUSES)
 
+    def add_block(self, order: list[str]) -> int:
+        """Append a block (one run of each arm in ``order``, repeat = block index) to ``blocks`` and ``runs``;
+        returns its index (CONTRACTS §12). Raises ValueError for a name that is not a variant of the sweep."""
+        known = {v.name for v in self.variants}
+        bad = [n for n in order if n not in known]
+        if bad:
+            raise ValueError(f"block names unknown variant(s) {', '.join(bad)}; variants: {', '.join(sorted(known))}")
+        index = max((int(b["index"]) for b in self.blocks), default=-1) + 1
+        self.blocks.append({"index": index, "order": list(order)})
+        self.runs.extend((n, index) for n in order)
+        return index
+
     @property
     def cluster_config(self) -> dict[str, Any]:
         """``config.cluster`` as recorded (secret values masked as ``***``)."""
@@ -245,6 +260,8 @@ class Manifest:
         for f in fields(self):
             if f.name in ("extra", "stages", "runs", "variants"):
                 continue
+            if f.name in ("design", "blocks") and not getattr(self, f.name):
+                continue  # a manifest from before issue 15 round-trips unchanged
             d[f.name] = getattr(self, f.name)
         d["stages"] = [s.to_json() for s in self.stages]
         d["runs"] = [{"variant": n, "repeat": r} for n, r in self.runs]

@@ -127,7 +127,7 @@ class Variant:
         if self.status not in values(ManifestStatus):
             raise ValueError(f"status {self.status!r} is not one of {', '.join(values(ManifestStatus))}")
         if self.role not in values(Role):
-            raise ValueError(f"role {self.role!r} is not 'baseline' or 'variant'")
+            raise ValueError(f"role {self.role!r} is not one of {', '.join(values(Role))}")
         object.__setattr__(self, "status", ManifestStatus(self.status))
         object.__setattr__(self, "role", Role(self.role))
 

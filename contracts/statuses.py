@@ -76,6 +76,7 @@ class Verdict(StrEnum):
 
     FASTER = "faster"
     SLOWER = "slower"
+    EQUIVALENT = "equivalent"  # within +-practical_threshold by an equivalence test (TOST; issue 15)
     NO_SIGNIFICANT_DIFFERENCE = "no_significant_difference"
     NOT_COMPARABLE = "not_comparable"
 
@@ -85,6 +86,7 @@ class Role(StrEnum):
 
     BASELINE = "baseline"
     VARIANT = "variant"
+    CONTROL = "control"  # a second copy of the baseline in every block (control=true; issue 15)
 
 
 class Mode(StrEnum):

@@ -7,6 +7,7 @@ submitted) for every kept variant.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import secrets
@@ -21,6 +22,15 @@ from contracts.manifest import Manifest
 from contracts.records import SCHEMA_VERSION, Variant
 from contracts.secrets import mask_config, mask_env, mask_override
 from contracts.sweepdir import SweepDir
+from experiments.blocks import (
+    CONTROL_SUFFIX,
+    block_order,
+    derive_seed,
+    design_doc,
+    n_initial_blocks,
+    planned_arms,
+    with_controls,
+)
 from experiments.compose import compose_overrides
 from experiments.config import ACTIONS, MODES, PREFLIGHT, ConfigError, one_of
 from experiments.expand import Expansion, JobSpec, expand
@@ -40,7 +50,7 @@ class SweepSettings:
     results_root: str
     preflight: str
     mode: str | None
-    repeats: int
+    repeats: int | str
     pack: bool
     detach: bool
     allow_dirty: bool
@@ -48,6 +58,10 @@ class SweepSettings:
     hang_action: str
     hang_min_s: float
     poll_s: float
+    control: bool = False
+    max_blocks: int = 6
+    block_seed: int | None = None
+    practical_threshold: float = 0.02
 
     def __post_init__(self) -> None:
         one_of("action", self.action, ACTIONS)
@@ -55,8 +69,24 @@ class SweepSettings:
         if self.mode is not None:
             one_of("mode", self.mode, MODES)
         one_of("hang_action", self.hang_action, ("cancel", "flag"))
-        if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or self.repeats < 1:
-            raise ConfigError(f"repeats={self.repeats!r} must be an integer >= 1")
+        if self.repeats != "auto" and (not isinstance(self.repeats, int) or isinstance(self.repeats, bool)
+                                       or self.repeats < 1):
+            raise ConfigError(f"repeats={self.repeats!r} must be an integer >= 1 (blocks) or auto")
+        if not isinstance(self.max_blocks, int) or isinstance(self.max_blocks, bool) or self.max_blocks < 3:
+            raise ConfigError(f"max_blocks={self.max_blocks!r} must be an integer >= 3 (the adaptive design's "
+                              "first look is after block 3)")
+        if self.block_seed is not None and (not isinstance(self.block_seed, int) or isinstance(self.block_seed, bool)
+                                            or self.block_seed < 0):
+            raise ConfigError(f"block_seed={self.block_seed!r} must be null (derived from the sweep id) or an "
+                              "integer >= 0")
+        t = self.practical_threshold
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 < t < 1:
+            raise ConfigError(f"practical_threshold={t!r} must be a fraction in (0, 1), e.g. 0.02 (2%)")
+        if not isinstance(self.control, bool):
+            raise ConfigError(f"control={self.control!r} must be true or false")
+        if self.control and self.repeats == 1:
+            raise ConfigError("control=true needs at least 2 blocks to judge the control arm: set repeats=N (N >= 2) "
+                              "or repeats=auto")
         if self.sweep_id is not None and self.sweep_id != "latest" and not SWEEP_ID_RE.match(str(self.sweep_id)):
             raise ConfigError(f"sweep_id={self.sweep_id!r} is not of the form YYYYmmdd-HHMMSSZ-xxxxxx "
                               "(UTC time + 6 hex, e.g. 20261129-160000Z-a1b2c3) or 'latest'")
@@ -73,7 +103,7 @@ class SweepSettings:
     @classmethod
     def from_cfg(cls, cfg: dict[str, Any]) -> SweepSettings:
         names = cls.__dataclass_fields__
-        return cls(**{k: cfg[k] for k in names})
+        return cls(**{k: cfg[k] for k in names if k in cfg})
 
 
 def analysis_options(cfg: dict[str, Any], hang_min_s: float) -> Options:
@@ -96,7 +126,8 @@ def analysis_options(cfg: dict[str, Any], hang_min_s: float) -> Options:
     if isinstance(boot, bool) or not isinstance(boot, int):
         raise ConfigError(f"analysis.bootstrap={boot!r} must be an integer number of resamples (>= 100)")
     try:
-        return Options(warmup=warmup, tolerance=float(tol), n_boot=boot, hang_min_s=float(hang_min_s))
+        return Options(warmup=warmup, tolerance=float(tol), n_boot=boot, hang_min_s=float(hang_min_s),
+                       practical_threshold=float(cfg.get("practical_threshold", 0.02)))
     except UsageError as e:
         raise ConfigError(f"analysis: {e}") from None
 
@@ -117,6 +148,8 @@ class Plan:
     gpu_hours: float
     git_sha: str | None
     dirty: bool | None
+    blocks: tuple[dict[str, Any], ...] = ()
+    design: dict[str, Any] | None = None
 
     @property
     def variants(self) -> tuple[Variant, ...]:
@@ -144,10 +177,24 @@ def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
         return None, None
 
 
-def round_robin(variants: tuple[Variant, ...], repeats: int) -> tuple[tuple[str, int], ...]:
-    """Run order A B C A B C ... over the variants that can run (not pruned), so drift hits all arms equally."""
-    names = [v.name for v in variants if v.status != "pruned"]
-    return tuple((n, r) for r in range(repeats) for n in names)
+def plan_blocks(variants: tuple[Variant, ...], n_blocks: int, seed: int) -> tuple[dict[str, Any], ...]:
+    """The first ``n_blocks`` blocks: every arm of the open stages once per block, in a seeded random order
+    (experiments/blocks.py); gated arms get blocks of their own when their gate opens."""
+    arms = planned_arms(list(variants))
+    return tuple({"index": b, "order": block_order(arms, seed, b)} for b in range(n_blocks))
+
+
+def _estimate_hours(exp: Expansion, runs: list[str], variants: tuple[Variant, ...], blocks_per_arm: int) -> float:
+    """GPU-hours (nodes x GPUs x time limit per run) of ``runs`` plus the gated arms' future blocks (each with its
+    group's baseline and control again)."""
+    def h(n: str) -> float:
+        j = exp.jobs[n]
+        return j.cluster.nodes * j.gpus_per_node * j.cluster.time_limit_s / 3600
+
+    gated = [v for v in variants if v.status == "gated"]
+    anchors = [v.name for v in variants if v.role in ("baseline", "control") and v.status != "pruned"]
+    later = blocks_per_arm * (sum(h(v.name) for v in gated) + (sum(h(n) for n in anchors) if gated else 0.0))
+    return sum(h(n) for n in runs) + later
 
 
 def make_plan(overrides: list[str], now: dt.datetime | None = None) -> Plan:
@@ -167,19 +214,39 @@ def make_plan(overrides: list[str], now: dt.datetime | None = None) -> Plan:
         raise ConfigError(f"the baseline of a group is invalid, so nothing can be compared: {lines}")
     cluster = next(iter(exp.jobs.values())).cluster
     mode, note = resolve_mode(settings.mode, cluster.mode, cluster.executor, exp.local_gpus)
-    runs = round_robin(exp.variants, settings.repeats)
-    hours = sum(exp.jobs[n].cluster.nodes * exp.jobs[n].gpus_per_node * exp.jobs[n].cluster.time_limit_s / 3600
-                for n, _ in runs)
+    if settings.control:
+        variants = with_controls(exp.variants)
+        jobs = dict(exp.jobs)
+        for v in variants:
+            if v.role == "control":
+                jobs[v.name] = exp.jobs[v.name.removesuffix(CONTROL_SUFFIX)]
+        exp = dataclasses.replace(exp, variants=variants, jobs=jobs)
+    created = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
+    sweep_id = settings.sweep_id or new_sweep_id(created)
+    seed = settings.block_seed if settings.block_seed is not None else derive_seed(sweep_id)
+    n_blocks = n_initial_blocks(settings.repeats, settings.max_blocks)
+    blocks = plan_blocks(exp.variants, n_blocks, seed)
+    runs = tuple((n, b["index"]) for b in blocks for n in b["order"])
+    hours = _estimate_hours(exp, [n for n, _ in runs], exp.variants, n_blocks)
     if hours > settings.max_gpu_hours:
         raise ConfigError(f"the sweep may use up to {hours:.1f} GPU-hours ({len(runs)} runs x nodes x GPUs x "
                           f"time limit), above max_gpu_hours={settings.max_gpu_hours}. Raise it on the command "
                           f"line (max_gpu_hours={int(hours) + 1}) or shrink the sweep")
-    created = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
-    sweep_id = settings.sweep_id or new_sweep_id(created)
+    auto = settings.repeats == "auto"
+    if auto:  # the worst case: every arm to max_blocks (the conductor stops adding blocks at max_gpu_hours)
+        hours = _estimate_hours(exp, [n for n in planned_arms(list(exp.variants))] * settings.max_blocks,
+                                exp.variants, settings.max_blocks)
+    per_run = {n: exp.jobs[n].cluster.nodes * exp.jobs[n].gpus_per_node * exp.jobs[n].cluster.time_limit_s / 3600
+               for n in exp.jobs}
+    design = design_doc(repeats=settings.repeats, seed=seed, control=settings.control,
+                        max_blocks=settings.max_blocks, threshold=float(settings.practical_threshold),
+                        run_gpu_hours={v.name: round(per_run[v.name], 6) for v in exp.variants
+                                       if v.status != "pruned"},
+                        seed_source="block_seed" if settings.block_seed is not None else "sweep_id")
     out = Path(settings.output_dir) if settings.output_dir else Path(settings.results_root) / exp.preset.name / sweep_id
     sha, dirty = git_state()
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
-                hours, sha, dirty)
+                hours, sha, dirty, blocks, design)
 
 
 def resolve_mode(mode: str | None, cluster_mode: str | None, executor: str, local_gpus: int) -> tuple[str, str | None]:
@@ -241,6 +308,7 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
         "config": mask_config(plan.cfg, cluster.secret_env), "container": exp.container.versions(),
         "warnings": warnings, "gpu_hours_estimate": round(plan.gpu_hours, 3), "overrides": [],
         "stages": stages, "runs": [{"variant": n, "repeat": r} for n, r in plan.runs], "variants": variants,
+        "design": plan.design or {}, "blocks": [dict(b) for b in plan.blocks],
     }
 
 

@@ -41,5 +41,11 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
     console.print(f"{kept} of {len(exp.variants)} variants kept, {len(plan.runs)} runs "
                   f"(repeats={plan.settings.repeats}); GPU-hour estimate {plan.gpu_hours:.2f} "
                   f"(limit max_gpu_hours={plan.settings.max_gpu_hours})")
+    d = plan.design or {}
+    if plan.blocks:
+        more = " (then one block at a time for undecided arms, up to max_blocks=" + str(d.get("max_blocks")) + ")" \
+            if d.get("repeats") == "auto" else ""
+        console.print(f"{len(plan.blocks)} block(s){more}, seed {d.get('seed')} ({d.get('seed_source')}), "
+                      f"control={d.get('control')}; block 0: {' -> '.join(plan.blocks[0]['order'])}")
     if out_dir is not None:
         console.print(f"plan written to {out_dir}")

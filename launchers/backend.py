@@ -199,7 +199,7 @@ class SlurmBackend:
 
         specs = [run_spec(self.sweep_dir, r, mode, self.hold_s) for r in refs]
         if self.pack:
-            return self._submit_packed(refs, specs, batch_label(stage))
+            return self._submit_packed(refs, specs, pack_label(stage, refs))
         return self.submit_items([r.task for r in refs], specs, batch_label(stage))
 
     def _submit_packed(self, refs: list[RunRef], specs: list[RunSpec], label: str) -> dict[str, JobHandle]:
@@ -303,3 +303,13 @@ class SlurmBackend:
     def script(self, ref: RunRef) -> str | None:
         sub = self._subs.get(ref.task)
         return sub.script if sub is not None else None
+
+
+def pack_label(stage: int, refs: list[RunRef]) -> str:
+    """The batch label of one packed allocation: ``s<stage>.b<block>.<6 hex>``; the conductor packs one block per
+    allocation (issue 15), and the hash of the attempts' task names keeps two allocations of a stage apart (an
+    attempt is never submitted twice), so their ``pack-<label>`` folders never collide."""
+    import hashlib
+
+    digest = hashlib.sha256(",".join(sorted(r.task for r in refs)).encode()).hexdigest()[:6]
+    return f"s{stage}.b{min(r.repeat for r in refs)}.{digest}"

@@ -24,6 +24,7 @@ from contracts.manifest import Manifest, now_iso
 from contracts.records import RunRef
 from contracts.statuses import GOOD_OUTCOMES, RESUBMIT_STATUSES, ManifestStatus, Mode, Preflight
 from contracts.sweepdir import SweepDir
+from experiments.blocks import add_blocks, next_block, schedule_new_arms
 from experiments.conductor.analyse import analyse, record_history
 from experiments.conductor.backends import make_backend
 from experiments.conductor.collect import collect, secret_values, write_script
@@ -124,15 +125,18 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
                 return ExitCode.OK
         else:
             reattach(sw)
-        for _ in range(MAX_GATE_ROUNDS):
+        gate_rounds = 0
+        while gate_rounds < MAX_GATE_ROUNDS:
             collect_all(sw)
-            if not open_gates(sd, analyse(sd, options, quiet=True)):
+            what = next_step(sd, analyse(sd, options, quiet=True), settings)
+            if what is None:
                 break
-            track(sw, runs_to_submit(sd), detach)
+            gate_rounds += what == "gate"
+            track(sw, runs_to_submit(sd, new_only=True), detach)
             if detach:
                 sw.close()
-                print(f"gate opened: next stage queued. Finish with: python -m experiments.sweep action=collect "
-                      f"sweep_id={m.sweep_id}")
+                print(f"{'gate opened' if what == 'gate' else 'adaptive: next block'}: queued. Finish with: "
+                      f"python -m experiments.sweep action=collect sweep_id={m.sweep_id}")
                 return ExitCode.OK
         collect_all(sw)
     except KeyboardInterrupt:
@@ -151,8 +155,26 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
     return int(rc)
 
 
-def runs_to_submit(sd: SweepDir) -> list[tuple[str, int]]:
-    """Runs of open stages whose latest attempt is missing or did not succeed (what a resume resubmits)."""
+def next_step(sd: SweepDir, summary: Any, settings: Any) -> str | None:
+    """After an analysis: ``"block"`` when ``repeats=auto`` added the next block of undecided arms, ``"gate"`` when
+    a gate opened (its arms get blocks of their own, experiments/blocks.py), None when the sweep is done."""
+    budget = float(getattr(settings, "max_gpu_hours", float("inf")))
+    arms, why = next_block(Manifest.load(sd), list(summary.comparisons), budget)
+    if arms:
+        Manifest.update(sd, lambda m: add_blocks(m, arms, 1))
+        print(f"adaptive: block {len(Manifest.load(sd).blocks) - 1} with {', '.join(arms)} ({why})", file=sys.stderr)
+        return "block"
+    if (Manifest.load(sd).design or {}).get("repeats") == "auto":
+        print(f"adaptive: stop ({why})", file=sys.stderr)
+    if open_gates(sd, summary):
+        Manifest.update(sd, schedule_new_arms)
+        return "gate"
+    return None
+
+
+def runs_to_submit(sd: SweepDir, new_only: bool = False) -> list[tuple[str, int]]:
+    """Runs of open stages whose latest attempt is missing or did not succeed (what a resume resubmits), in the
+    recorded block order; ``new_only``: only runs without any attempt (a new block or a newly opened stage)."""
     m = Manifest.load(sd)
     latest = m.latest_attempts()
     status = {v.name: v.status for v in m.variants}
@@ -162,6 +184,8 @@ def runs_to_submit(sd: SweepDir) -> list[tuple[str, int]]:
         if status.get(key[0]) != ManifestStatus.PLANNED:
             continue
         a = latest.get(key)
+        if new_only and a is not None:
+            continue
         if a is None or a.status == ManifestStatus.PLANNED or a.status in RESUBMIT_STATUSES or (
                 a.status == ManifestStatus.SUCCEEDED and outcome.get((key, a.attempt), "ok") not in GOOD_OUTCOMES):
             todo.append(key)
@@ -206,8 +230,9 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
         if queue and len(active) < limit:
             take = queue[: limit - len(active)]
             del queue[: len(take)]
-            for stage in sorted({stage_of[r.variant] for r in take}):
-                active += _launch(sw, rnd, [r for r in take if stage_of[r.variant] == stage], stage)
+            for block in dict.fromkeys(r.repeat for r in take):  # one launch per block, in the recorded order
+                batch = [r for r in take if r.repeat == block]
+                active += _launch(sw, rnd, batch, min(stage_of[r.variant] for r in batch))
         if detach and not queue:
             rnd.commit(sw.sd)
             sw.display.update(list(sw.views.values()))

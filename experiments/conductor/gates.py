@@ -13,7 +13,11 @@ def gate_reason(peer: VariantEntry | None, summary: Summary) -> str | None:
 
     It opens when the same dispatcher's overlap variant (overlap on, delay_wgrad off, same group) has every latest
     run ok/ok_with_warning/validated, its verdict is not ``slower`` and its loss parity did not fail. In validate mode
-    there are no timings, so ``validated`` suffices.
+    there are no timings, so ``validated`` suffices. With blocks the verdict is the paired one (faster, equivalent,
+    slower, no_significant_difference); with ``repeats=auto`` it is the group-sequential decision, and the
+    conductor opens gates only once the adaptive design has stopped adding blocks (experiments/conductor/drive.py
+    ``next_step``), so the gate sees a decided arm or one that ran out of blocks. A slower verdict that the
+    group's control marks doubtful still closes the gate, with the doubt in the reason.
     """
     if peer is None:
         return "the sweep has no overlap variant of this dispatcher"
@@ -27,7 +31,8 @@ def gate_reason(peer: VariantEntry | None, summary: Summary) -> str | None:
         return f"{peer.name} run status {bad[0].status} ({bad[0].reason})"
     comp = next((c for c in summary.comparisons if c.variant == peer.name), None)
     if comp and comp.verdict == Verdict.SLOWER:
-        return f"{peer.name} is slower than the baseline"
+        doubt = f" (doubtful: {comp.doubtful_reason})" if comp.doubtful else ""
+        return f"{peer.name} is slower than the baseline{doubt}"
     if comp and comp.loss_parity.ok is False:
         return f"{peer.name} loss diverged from the baseline"
     return None

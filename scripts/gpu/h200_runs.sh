@@ -7,6 +7,10 @@
 #                                                #   payload and variant.json (interleaved, for k in the arguments)
 #   bash scripts/gpu/h200_runs.sh ep2            # issue 8 (2-GPU machine): the isolation sweep of qwen3_moe_1b at
 #                                                #   EP=2 over both GPUs (alltoall arms; flex pruned: no DeepEP)
+#   bash scripts/gpu/h200_runs.sh aa             # issue 15: A/A with the control arm (qwen3_moe_1b, 1 GPU):
+#                                                #   baseline + a2a.ovl0.dw0.ctl, repeats=auto up to 5 blocks
+#   bash scripts/gpu/h200_runs.sh ab             # issue 15: A/B with a real effect at EP=1: alltoall against
+#                                                #   allgather, 3 interleaved blocks, control on
 #   bash scripts/gpu/h200_runs.sh pack           # results_gpu/ -> $OUT/results_gpu.tgz
 # Every step goes on when an earlier one fails (each records its exit code in results_gpu/timing.tsv).
 set -u
@@ -43,6 +47,14 @@ for phase in "$@"; do
     run_sweep ep2_isolation model=qwen3_moe_1b model.expert_model_parallel_size=2 cluster.gpus_per_node=2 \
       sweep=isolation
     ;;
+  aa)
+    run_sweep aa_control model=qwen3_moe_1b cluster.gpus_per_node=1 sweep=full dispatcher=alltoall overlap=off \
+      delay_wgrad=off control=true repeats=auto max_blocks=5 block_seed=15 payload.train_iters=20
+    ;;
+  ab)
+    run_sweep ab_dispatcher model=qwen3_moe_1b cluster.gpus_per_node=1 sweep=full dispatcher=alltoall,allgather \
+      overlap=off delay_wgrad=off control=true repeats=3 block_seed=15 payload.train_iters=20
+    ;;
   overhead)
     shift_done=1
     ;;
@@ -65,7 +77,7 @@ for phase in "$@"; do
       echo "direct $k rc=$rc"; tail -3 "$d/direct_$k.log"
     fi
     ;;
-  *) echo "unknown phase $phase (train, overhead K..., pack)"; exit 2 ;;
+  *) echo "unknown phase $phase (train, ep2, aa, ab, overhead K..., pack)"; exit 2 ;;
   esac
 done
 : "${shift_done:=0}"

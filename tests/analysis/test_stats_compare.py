@@ -3,6 +3,8 @@ comparability, overlap ceiling, per-backend failure rates)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -119,10 +121,14 @@ def test_speedup_helpers_validate_input():
 
 
 def test_repeats_use_per_run_medians():
+    """Repeats that share no block (issue 15: same repeat index = same block) fall back to the per-run medians."""
     base = [result("b", noisy(m, seed=i), role="baseline", repeat=i) for i, m in enumerate([500, 510, 490])]
-    var = [result("v", noisy(m, seed=10 + i), repeat=i) for i, m in enumerate([400, 430, 380])]
+    var = [result("v", noisy(m, seed=10 + i), repeat=3 + i) for i, m in enumerate([400, 430, 380])]
     c = compare_variant(base, var, baseline="b", variant="v", group={})
     assert c.speedup.method == "per_run_medians" and c.verdict == "faster"
+    paired = compare_variant(base, [replace(r, repeat=i) for i, r in enumerate(var)], baseline="b", variant="v",
+                             group={})
+    assert paired.speedup.method == "paired_blocks_t" and len(paired.blocks) == 3
     one = compare_variant(base[:1], var[:1], baseline="b", variant="v", group={})
     assert (c.speedup.ci_high - c.speedup.ci_low) > (one.speedup.ci_high - one.speedup.ci_low)
 

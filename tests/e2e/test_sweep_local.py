@@ -69,3 +69,26 @@ def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_att
 def test_status_and_unknown_sweep_id(tmp_path, capsys):
     assert main(["action=status", "sweep_id=20990101-000000Z-abcdef", f"results_root={tmp_path}"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_blocks_and_control_arm_on_the_local_executor(tmp_path):
+    """Issue 15 for real on NeMo-Run's LocalExecutor (validate mode): 2 blocks of 3 arms, the control copy of the
+    baseline in each, executed one at a time in the recorded order; the report lists the blocks."""
+    out = tmp_path / "sweep"
+    rc = main([f"output_dir={out}", "poll_s=0.5", "sweep=full", "dispatcher=alltoall", "overlap=on,off",
+               "delay_wgrad=off", "repeats=2", "control=true", "block_seed=11"])
+    assert rc == 0
+    m = _manifest(out)
+    assert m["design"]["seed"] == 11 and m["design"]["control"] is True and len(m["blocks"]) == 2
+    assert all(set(b["order"]) == {"a2a.ovl0.dw0", "a2a.ovl0.dw0.ctl", "a2a.ovl1.dw0"} for b in m["blocks"])
+    v = {x["name"]: x for x in m["variants"]}
+    assert v["a2a.ovl0.dw0.ctl"]["role"] == "control"
+    submitted = sorted((a["submitted"], a["finished"], x["name"], a["repeat"]) for x in m["variants"]
+                       for a in x["attempts"])
+    assert [(n, r) for _, _, n, r in submitted] == [(r["variant"], r["repeat"]) for r in m["runs"]]
+    assert all(a[1] <= b[0] for a, b in zip(submitted, submitted[1:], strict=False))  # one at a time
+    summary = json.loads((out / "report" / "summary.json").read_text())
+    assert {(r["variant"], r["repeat"]) for r in summary["runs"]} == {(r["variant"], r["repeat"]) for r in m["runs"]}
+    assert len(summary["design"]["blocks"]) == 2
+    report = (out / "report" / "report.md").read_text()
+    assert "## Blocks" in report and "a2a.ovl0.dw0.ctl" in report

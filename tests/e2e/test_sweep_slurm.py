@@ -128,6 +128,18 @@ def test_packed_sweep_uses_one_allocation_per_stage(tmp_path):
         assert v[n]["attempts"][0]["status"] == "succeeded"
 
 
+def test_packed_blocks_use_one_allocation_per_block(tmp_path):
+    """Issue 15: with pack=true each block (one run of every arm, in its recorded order) is one allocation."""
+    out = tmp_path / "s"
+    assert main([*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=on,off",
+                 "delay_wgrad=off", "repeats=2", "pack=true"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    jobs = {(v["name"], a["repeat"]): (a["job_id"], a["pack_step"]) for v in m["variants"] for a in v["attempts"]}
+    per_block = [{jobs[(n, b["index"])][0] for n in b["order"]} for b in m["blocks"]]
+    assert len(m["blocks"]) == 2 and all(len(j) == 1 for j in per_block) and per_block[0] != per_block[1]
+    assert all(a["status"] == "succeeded" for v in m["variants"] for a in v["attempts"])
+
+
 def test_unknown_partition_exits_5_and_leaves_nothing_queued(tmp_path, capsys):
     out = tmp_path / "s"
     rc = main([*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",

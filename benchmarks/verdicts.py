@@ -1,0 +1,193 @@
+"""Verdicts under a drifting machine: a simulator that drives the sweep's own decision code (issue 15).
+
+    .venv/bin/python benchmarks/verdicts.py [--drift PCT] [--trials N] [--max-blocks K] [--seed S] [--plot PNG]
+
+Synthetic step times (ms), per run of ``--iters`` iterations:
+- the machine's speed drifts as a random walk over the runs in execution order; ``--drift PCT`` (0.5 to 18, default
+  18, the spread measured on the H200 in issue 15) sets the step so that the expected log-range of the walk over
+  7 consecutive runs is log(1 + PCT/100) (7 runs of qwen3_moe_1b spread 18% over 25 minutes);
+- within-run noise: log-normal with a coefficient of variation of ``--cv`` (default 0.07, the 7.1% measured on the
+  H200 baseline);
+- warm-up: the first iterations are slower (x8, x1.5, x1.1: iteration 1 took 8.2 s against 0.56 s steady);
+  each run's median is taken over the iterations after the analysis' own warm-up rule
+  (``analysis.stats.default_warmup``);
+- an injected true speedup s: the arm's step time is the baseline's / (1 + s).
+
+Designs (baseline A and one arm B per trial, 1 GPU, 70 s start-up per run + the steps):
+- ``sequential``: A A A A A then B B B B B, as before issue 15; verdict from
+  ``analysis.compare.speedup_from_run_medians`` + ``verdict_of`` (per-run medians, pooled t interval);
+- ``fixed``: 5 interleaved blocks, each A and B in the order of ``experiments.blocks.block_order``; verdict from
+  ``analysis.sequential.fixed_states`` (paired t interval, TOST);
+- ``adaptive``: blocks until ``analysis.sequential.sequential_states`` decides or ``--max-blocks``.
+
+Printed per design: A/A false-positive rate (faster or slower at s = 0), detection rate (verdict faster) at 3%, 5%
+and 10%, the share of arms decided (faster/slower/equivalent) and GPU-hours: mean per arm and per decided arm. The A/A
+rate is printed for every drift scale. Last line: ``A/A false positive X%; power 5%: Y% (fixed: Z%); GPU-hours vs
+fixed: R``, for the adaptive design, where R is its mean GPU-hours per arm over theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analysis.compare import speedup_from_run_medians, verdict_of  # noqa: E402
+from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states  # noqa: E402
+from analysis.stats import default_warmup  # noqa: E402
+from experiments.blocks import block_order  # noqa: E402
+
+EFFECTS = (0.0, 0.03, 0.05, 0.10)
+DRIFTS = (0.5, 2.0, 5.0, 10.0, 18.0)
+STEP_MS = 1000.0
+STARTUP_S = 70.0
+WARMUP_FACTORS = (8.0, 1.5, 1.1)
+
+
+def walk_step(drift_pct: float, rng: np.random.Generator) -> float:
+    """Random-walk step (log units) whose expected range over 7 consecutive runs is log(1 + drift_pct/100)."""
+    z = np.concatenate([np.zeros((20000, 1)), rng.standard_normal((20000, 6)).cumsum(axis=1)], axis=1)
+    return math.log1p(drift_pct / 100) / float((z.max(axis=1) - z.min(axis=1)).mean())
+
+
+def run_medians(factors: np.ndarray, iters: int, cv: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Median steady step (ms) and GPU-hours of runs whose step time is STEP_MS x ``factors`` (any shape)."""
+    sigma = math.sqrt(math.log1p(cv**2))
+    steps = STEP_MS * factors[..., None] * rng.lognormal(-sigma**2 / 2, sigma, (*factors.shape, iters))
+    warm = np.ones(iters)
+    warm[: len(WARMUP_FACTORS)] = WARMUP_FACTORS
+    steps = steps * warm
+    med = np.median(steps[..., default_warmup(iters):], axis=-1)
+    return med, (STARTUP_S + steps.sum(axis=-1) / 1000) / 3600
+
+
+def simulate(design: str, effect: float, drift_pct: float, trials: int, blocks: int, iters: int, cv: float,
+             seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(state per trial, GPU-hours per trial) of one design at one true speedup."""
+    rng = np.random.default_rng(seed)
+    step = walk_step(drift_pct, rng)
+    n_runs = 2 * blocks
+    machine = np.exp(np.concatenate([np.zeros((trials, 1)), rng.normal(0, step, (trials, n_runs - 1)).cumsum(axis=1)],
+                                    axis=1))
+    is_b = np.zeros((trials, n_runs), dtype=bool)
+    if design == "sequential":
+        is_b[:, blocks:] = True
+    else:
+        for t in range(trials):  # the sweep's own block orders, one seed per trial
+            for b in range(blocks):
+                is_b[t, 2 * b + block_order(["A", "B"], seed + t, b).index("B")] = True
+    med, hours = run_medians(machine / np.where(is_b, 1 + effect, 1.0), iters, cv, rng)
+    if design == "sequential":
+        a, b = med[~is_b].reshape(trials, blocks), med[is_b].reshape(trials, blocks)
+        names = {"faster": FASTER, "slower": SLOWER, "no_significant_difference": 0}
+        state = np.array([names[verdict_of(speedup_from_run_medians(a[t], b[t]))] for t in range(trials)])
+        return state, hours.sum(axis=1)
+    a = np.where(is_b, np.nan, med).reshape(trials, blocks, 2)
+    b = np.where(is_b, med, np.nan).reshape(trials, blocks, 2)
+    log_ratio = np.log(np.nanmax(a, axis=2) / np.nanmax(b, axis=2))
+    if design == "fixed":
+        return fixed_states(log_ratio), hours.sum(axis=1)
+    state, look = sequential_states(log_ratio, blocks)
+    used = np.where(look > 0, look, blocks)
+    cum = hours.cumsum(axis=1)
+    return state, cum[np.arange(trials), 2 * used - 1]
+
+
+def table(drift_pct: float, trials: int, max_blocks: int, iters: int, cv: float, seed: int) -> dict[str, dict]:
+    """Every design at every injected effect: FP / power / decided share / GPU-hours."""
+    out = {}
+    for design, blocks in (("sequential", 5), ("fixed", 5), ("adaptive", max_blocks)):
+        row = {"hours": [], "decided": 0, "n": 0}
+        for i, effect in enumerate(EFFECTS):
+            state, hours = simulate(design, effect, drift_pct, trials, blocks, iters, cv, seed + 1000 * i)
+            row["fp" if effect == 0 else f"p{round(effect * 100)}"] = (
+                float(np.isin(state, (FASTER, SLOWER)).mean()) if effect == 0 else float((state == FASTER).mean()))
+            row["hours"].append(hours)
+            row["decided"] += int(np.isin(state, (FASTER, SLOWER, EQUIVALENT)).sum())
+            row["n"] += trials
+            if effect == 0:
+                row["aa_equivalent"] = float((state == EQUIVALENT).mean())
+        h = np.concatenate(row["hours"])
+        row["hours_per_arm"] = float(h.mean())
+        row["hours_per_decided"] = float(h.sum() / max(row["decided"], 1))
+        row["decided_share"] = row["decided"] / row["n"]
+        out[design] = row
+    return out
+
+
+def plot(path: Path, fp: dict[str, list[float]]) -> None:
+    """The README figure: A/A false-positive rate against the drift scale, per design."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for name, style in (("sequential", "o-"), ("fixed", "s-"), ("adaptive", "^-")):
+        ax.plot(DRIFTS, [100 * x for x in fp[name]], style, label={"sequential": "AAAAA then BBBBB (before)",
+                                                                 "fixed": "5 interleaved blocks",
+                                                                 "adaptive": "adaptive (repeats=auto)"}[name])
+    ax.axhline(5, color="grey", ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("machine drift, % spread over 7 runs (random walk)")
+    ax.set_ylabel("A/A false positives, %")
+    ax.set_title("Same variant twice: how often is it called faster or slower?")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--drift", type=float, default=18.0, help="drift scale in %% (0.5 to 18; default 18)")
+    ap.add_argument("--trials", type=int, default=10000, help="simulated arms per design and effect")
+    ap.add_argument("--max-blocks", type=int, default=6, help="max_blocks of the adaptive design")
+    ap.add_argument("--iters", type=int, default=30, help="iterations per run")
+    ap.add_argument("--cv", type=float, default=0.07, help="within-run coefficient of variation")
+    ap.add_argument("--seed", type=int, default=15)
+    ap.add_argument("--plot", type=Path, help="write the A/A-vs-drift figure here (PNG)")
+    a = ap.parse_args(argv)
+    if not 0 < a.drift <= 100 or a.trials < 100 or a.max_blocks < 3:
+        ap.error(f"--drift {a.drift} must be in (0, 100], --trials {a.trials} >= 100, --max-blocks >= 3")
+    t0 = time.perf_counter()
+    fp: dict[str, list[float]] = {"sequential": [], "fixed": [], "adaptive": []}
+    print("A/A false-positive rate by drift scale (the same variant twice; 5% is the goal):")
+    print(f"{'drift %':>8} {'sequential AAAAA-BBBBB':>24} {'5 fixed blocks':>15} {'adaptive':>9}")
+    for d in DRIFTS:
+        rates = {}
+        for design, blocks in (("sequential", 5), ("fixed", 5), ("adaptive", a.max_blocks)):
+            state, _ = simulate(design, 0.0, d, a.trials, blocks, a.iters, a.cv, a.seed + 7)
+            rates[design] = float(np.isin(state, (FASTER, SLOWER)).mean())
+            fp[design].append(rates[design])
+        print(f"{d:>8.1f} {100 * rates['sequential']:>23.1f}% {100 * rates['fixed']:>14.1f}% "
+              f"{100 * rates['adaptive']:>8.1f}%")
+    res = table(a.drift, a.trials, a.max_blocks, a.iters, a.cv, a.seed)
+    print(f"\ndrift {a.drift}%, within-run CV {a.cv:.0%}, {a.iters} iterations per run, {a.trials} arms per cell, "
+          f"adaptive max_blocks={a.max_blocks}:")
+    print(f"{'design':>11} {'A/A FP':>7} {'power 3%':>9} {'5%':>6} {'10%':>6} {'A/A equiv.':>10} {'decided':>8} "
+          f"{'GPU-h/arm':>10} {'GPU-h/decided arm':>18}")
+    for name, r in res.items():
+        print(f"{name:>11} {100 * r['fp']:>6.1f}% {100 * r['p3']:>8.1f}% {100 * r['p5']:>5.1f}% {100 * r['p10']:>5.1f}% "
+              f"{100 * r['aa_equivalent']:>9.1f}% {100 * r['decided_share']:>7.1f}% {r['hours_per_arm']:>10.3f} "
+              f"{r['hours_per_decided']:>18.3f}")
+    if a.plot:
+        plot(a.plot, fp)
+        print(f"figure: {a.plot}")
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    ad, fx = res["adaptive"], res["fixed"]
+    print(f"A/A false positive {100 * ad['fp']:.1f}%; power 5%: {100 * ad['p5']:.1f}% (fixed: {100 * fx['p5']:.1f}%); "
+          f"GPU-hours vs fixed: {ad['hours_per_arm'] / fx['hours_per_arm']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""Paired block analysis, equivalence (TOST), the group-sequential design and the control arm (issue 15)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from analysis.compare import compare_all
+from analysis.paired import Design, drift, paired_speedup
+from analysis.sequential import (
+    EQUIVALENT,
+    FASTER,
+    SLOWER,
+    STOPPED,
+    UNDECIDED,
+    fixed_verdict,
+    obf_spending,
+    sequential_states,
+    sequential_verdict,
+    t_boundaries,
+)
+from tests.analysis.test_stats_compare import noisy, result
+
+
+def test_paired_speedup_is_the_geometric_mean_of_block_ratios_with_a_t_interval():
+    ratios = [1.10, 1.20, 1.00, 1.15]
+    logs = np.log(ratios)
+    s = paired_speedup(logs)
+    half = sps.t.ppf(0.975, 3) * logs.std(ddof=1) / 2
+    assert s.value == pytest.approx(math.exp(logs.mean()))
+    assert (s.ci_low, s.ci_high) == pytest.approx((math.exp(logs.mean() - half), math.exp(logs.mean() + half)))
+    assert s.method == "paired_blocks_t"
+    with pytest.raises(ValueError, match=">= 2 blocks"):
+        paired_speedup([0.1])
+
+
+def test_fixed_verdicts_faster_slower_equivalent_and_undecided():
+    assert fixed_verdict(np.log([1.10, 1.11, 1.09, 1.10, 1.12])) == "faster"
+    assert fixed_verdict(-np.log([1.10, 1.11, 1.09, 1.10, 1.12])) == "slower"
+    assert fixed_verdict(np.log([1.001, 0.999, 1.002, 0.998, 1.0])) == "equivalent"
+    assert fixed_verdict(np.log([1.10, 0.90, 1.05, 0.97, 1.02])) == "no_significant_difference"
+    # equivalence wins over a tiny but measurable difference: 0.5% is inside +-2%
+    assert fixed_verdict(np.log([1.005, 1.0051, 1.0049, 1.005, 1.005])) == "equivalent"
+    assert fixed_verdict(np.log([1.005, 1.0051, 1.0049, 1.005, 1.005]), threshold=0.001) == "faster"
+
+
+def test_obf_spending_spends_alpha_by_the_end_and_little_early():
+    assert obf_spending(1.0) == pytest.approx(0.05)
+    assert obf_spending(0.3) < 0.001 < obf_spending(0.6) < 0.05
+    two, one = t_boundaries(6)
+    assert math.isinf(two[2]) and two[3] > two[4] > two[5] > two[6] > sps.t.isf(0.025, 5)
+    assert one[6] < two[6]
+
+
+def test_sequential_design_keeps_the_false_positive_rate_at_5_percent_over_all_looks():
+    x = np.random.default_rng(3).normal(0, 0.05, (20000, 6))
+    state, look = sequential_states(x, 6)
+    fp = np.isin(state, (FASTER, SLOWER)).mean()
+    assert 0.03 < fp <= 0.055
+    # naive: a fixed 95% t test at every look from 3 to 6 blocks inflates it
+    naive = np.zeros(len(x), dtype=bool)
+    for k in range(3, 7):
+        t = x[:, :k].mean(1) / (x[:, :k].std(1, ddof=1) / math.sqrt(k))
+        naive |= np.abs(t) > sps.t.isf(0.025, k - 1)
+    assert naive.mean() > fp + 0.03
+
+
+def test_sequential_stops_early_on_a_big_effect_and_on_equivalence():
+    big = sequential_verdict(np.log([1.30, 1.31, 1.29]), 6)
+    assert big.state == "faster" and big.look == 3 and not big.wants_more
+    same = sequential_verdict(np.log([1.0005, 0.9995, 1.0002, 0.9998]), 6)
+    assert same.state == "equivalent" and same.look in (3, 4)
+    open_ = sequential_verdict(np.log([1.06, 1.03, 1.045]), 6)
+    assert open_.state == "undecided" and open_.wants_more and open_.look is None
+    hopeless = sequential_verdict(np.log([1.10, 0.90, 1.00, 1.08, 0.93]), 6)
+    assert hopeless.state == "stopped" and not hopeless.wants_more
+    state, look = sequential_states(np.log([[1.3, 1.31, 1.29, np.nan, np.nan, np.nan]]), 6)
+    assert state[0] == FASTER and look[0] == 3
+    assert UNDECIDED != STOPPED != EQUIVALENT
+
+
+def _blocks(name, medians, role="variant", seed=0):
+    return [result(name, noisy(m, sd=2.0, seed=seed + i), role=role, repeat=i) for i, m in enumerate(medians)]
+
+
+def test_paired_blocks_cancel_drift_that_fools_unpaired_repeats():
+    drift_ms = [500, 560, 620, 540, 480]  # the machine drifts by 29% over the sweep
+    base = _blocks("a2a.ovl0.dw0", drift_ms, role="baseline")
+    arm = _blocks("a2a.ovl1.dw0", [m / 1.10 for m in drift_ms], seed=100)
+    (c,) = compare_all([*base, *arm])
+    assert c.speedup.method == "paired_blocks_t" and c.verdict == "faster"
+    assert c.speedup.value == pytest.approx(1.10, rel=0.01) and len(c.blocks) == 5
+    d = drift([*base, *arm])
+    assert [b["median_ms"] for b in d[0]["blocks"]] == pytest.approx(drift_ms, rel=0.01)
+    assert d[0]["spread"] == pytest.approx(620 / 480 - 1, rel=0.02)
+
+
+def test_control_equivalent_is_the_noise_floor_and_a_failing_control_makes_the_group_doubtful():
+    drift_ms = [500, 510, 505, 495, 502, 498]
+    base = _blocks("a2a.ovl0.dw0", drift_ms, role="baseline")
+    arm = _blocks("a2a.ovl1.dw0", [m / 1.2 for m in drift_ms], seed=100)
+    good_ctl = _blocks("a2a.ovl0.dw0.ctl", drift_ms, role="control", seed=200)
+    comps = {c.variant: c for c in compare_all([*base, *arm, *good_ctl])}
+    assert comps["a2a.ovl0.dw0.ctl"].verdict == "equivalent" and comps["a2a.ovl0.dw0.ctl"].control
+    assert not any(c.doubtful for c in comps.values())
+    bad_ctl = _blocks("a2a.ovl0.dw0.ctl", [m * 1.08 for m in drift_ms], role="control", seed=200)
+    comps = {c.variant: c for c in compare_all([*base, *arm, *bad_ctl])}
+    assert comps["a2a.ovl0.dw0.ctl"].verdict == "slower"
+    assert all(c.doubtful for c in comps.values()) and "control arm" in comps["a2a.ovl1.dw0"].doubtful_reason
+    js = comps["a2a.ovl1.dw0"].to_json()
+    assert js["doubtful"] is True and len(js["blocks"]) == 6 and js["blocks"][0]["ratio"] > 1.1
+
+
+def test_adaptive_design_reaches_the_comparison_through_the_manifest_design():
+    base = _blocks("b", [500, 520, 510], role="baseline")
+    arm = _blocks("v", [500 / 1.3, 520 / 1.3, 510 / 1.3], seed=50)
+    (c,) = compare_all([*base, *arm], design=Design.from_manifest({"repeats": "auto", "max_blocks": 6}))
+    assert c.verdict == "faster" and c.sequential["state"] == "faster" and c.sequential["look"] == 3
