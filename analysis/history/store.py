@@ -28,6 +28,7 @@ from analysis.history.errors import (
     HistoryError,
     HistoryInputError,
     HistoryLockedError,
+    HistorySchemaError,
     HistoryStoreError,
 )
 from analysis.history.migrations import check_supported, current_version, migrate
@@ -212,9 +213,18 @@ class HistoryStore:
             return current_version(conn)
 
     def ensure_schema(self, target: int = SCHEMA_VERSION) -> tuple[int, ...]:
-        """Migrate to ``target`` (default: current) under the write lock; return the versions applied."""
-        if check_supported(self.version()) >= target:
-            return ()
+        """Migrate to ``target`` (default: current) under the write lock; return the versions applied.
+
+        The version is read first without the lock (the common case: nothing to do). When it looks older, or the
+        read saw a half-created schema (PostgreSQL READ COMMITTED: each catalogue query of the read takes a new
+        snapshot, so a first migration committing in between shows ``sweeps`` without ``schema_version``), the
+        version is read again inside the write lock, where no migration can be in flight, and only then migrated.
+        """
+        try:
+            if check_supported(self.version()) >= target:
+                return ()
+        except HistorySchemaError:
+            pass  # decided under the lock below; a real foreign database raises there again
         with self.write("migrating the schema") as conn:
             return migrate(conn, target)
 
