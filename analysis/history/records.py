@@ -56,6 +56,14 @@ class HistoryConfig:
     """Fewer good nights of history than this: the verdict is ``new_variant`` (no spread to judge against)."""
 
     def __post_init__(self) -> None:
+        for name in ("window", "min_nights"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"history.{name}={v!r}: must be an integer")
+        for name in ("threshold", "alpha", "noise_k"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(f"history.{name}={v!r}: must be a number")
         if not isinstance(self.window, int) or self.window < 1:
             raise ValueError(f"history.window={self.window!r}: must be an integer >= 1 (nights)")
         if not isinstance(self.min_nights, int) or not 1 <= self.min_nights <= self.window:

@@ -52,6 +52,28 @@ def normalize_url(url: str | URL) -> URL:
     return parsed
 
 
+def check_url(url: str | URL) -> URL:
+    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, and its driver is installed.
+
+    Raises:
+        HistoryInputError: names the URL (password hidden) and the supported forms.
+    """
+    parsed = normalize_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    forms = "sqlite:///results/history.db, postgresql+psycopg://user:pass@host:5432/db"
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise HistoryInputError(f"history.url={shown!r}: the database kind {parsed.get_backend_name()!r} is not "
+                                f"supported; use SQLite or PostgreSQL, e.g. {forms}")
+    try:
+        parsed.get_dialect().import_dbapi()
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as e:
+        raise HistoryInputError(f"history.url={shown!r}: its driver cannot be loaded ({e}); the installed drivers "
+                                f"are sqlite and postgresql+psycopg, e.g. {forms}") from None
+    if parsed.get_backend_name() == "postgresql" and not parsed.host:
+        raise HistoryInputError(f"history.url={shown!r} names no host; e.g. {forms}")
+    return parsed
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
