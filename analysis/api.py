@@ -55,8 +55,9 @@ def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path |
     return summary
 
 
-def print_summary(summary: Summary, out: Path) -> None:
-    """The run table and the comparisons on the console (rich)."""
+def print_summary(summary: Summary, out: Path, *, show_exit_code: bool = True) -> None:
+    """The run table and the comparisons on the console (rich). ``show_exit_code=False`` when the caller prints
+    its own final code (the sweep combines the analysis' code with history and infrastructure codes)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -72,4 +73,5 @@ def print_summary(summary: Summary, out: Path) -> None:
         s = c.speedup
         value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
         console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}")
-    console.print(f"exit code {summary.exit_code}")
+    if show_exit_code:
+        console.print(f"exit code {summary.exit_code}")

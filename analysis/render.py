@@ -55,7 +55,9 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
     if sw:
         blocks.append(Block("p", f"model {sw.get('model')}, cluster {sw.get('cluster')}, git {sw.get('git_sha')}, "
                                  f"created {sw.get('created')}"))
-    blocks.append(Block("p", f"Exit code {code}: {meaning(code)}."))
+    said = meaning(code) if summary.ran else "no kept run ran (none was submitted, or every one was cancelled), so " \
+        "there is nothing to judge"
+    blocks.append(Block("p", f"Exit code {code}: {said}."))
     if summary.comparisons:
         blocks.append(Block("h2", "Speedup over the baseline (baseline median step / variant median step)"))
         rows = []

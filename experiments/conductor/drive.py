@@ -144,9 +144,13 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
         print(f"error: the scheduler refused the submission: {e}", file=sys.stderr)
         return ExitCode.INFRA
     sw.close()
-    rc = analyse(sd, options).exit_code
+    summary = analyse(sd, options)
+    rc = summary.exit_code
     hist = {**(m.config.get("history") or {}), **(history or {})}
-    if hist.get("enabled"):
+    if hist.get("enabled") and not summary.ran:
+        print("history: not recorded: no kept run ran (none was submitted, or every one was cancelled); an empty "
+              "night is never a good night", file=sys.stderr)
+    elif hist.get("enabled"):
         rc = combine(rc, record_history(sd, Manifest.load(sd), hist))
     return int(rc)
 
