@@ -58,17 +58,13 @@ def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path |
 def print_summary(summary: Summary, out: Path, *, show_exit_code: bool = True) -> None:
     """The run table and the comparisons on the console (rich). ``show_exit_code=False`` when the caller prints
     its own final code (the sweep combines the analysis' code with history and infrastructure codes)."""
-    from rich.console import Console
-    from rich.table import Table
+    from analysis.console import make_console, table
 
-    table = Table(title=f"analysis -> {out}")
-    for col in ("run", "status", "reason", "step ms", "TFLOP/s/GPU"):
-        table.add_column(col)
-    for r in summary.runs:
-        table.add_row(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
-                      f"{r.tflops.median:.1f}" if r.tflops else "-")
-    console = Console()
-    console.print(table)
+    console = make_console()
+    rows = [(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
+             f"{r.tflops.median:.1f}" if r.tflops else "-") for r in summary.runs]
+    console.print(table(("run", "status", "reason", "step ms", "TFLOP/s/GPU"), rows, width=console.width,
+                        title=f"analysis -> {out}"))
     for c in summary.comparisons:
         s = c.speedup
         value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
