@@ -22,7 +22,8 @@ IMPROVEMENT = "improvement"
 WITHIN_NOISE = "within_noise"
 NEW_VARIANT = "new_variant"
 MISSING_TONIGHT = "missing_tonight"
-VERDICTS = (REGRESSION, IMPROVEMENT, WITHIN_NOISE, NEW_VARIANT, MISSING_TONIGHT)
+NOT_TIMED = "not_timed"  # it ran and passed, but validate mode has no timings to judge (issue 13 item 11)
+VERDICTS = (REGRESSION, IMPROVEMENT, WITHIN_NOISE, NEW_VARIANT, MISSING_TONIGHT, NOT_TIMED)
 
 # Metrics judged per variant. Throughput (tokens/s/GPU, TFLOP/s/GPU) is the inverse of the step time for a fixed
 # model shape, so the step-time verdict is the throughput verdict (with the sign flipped).

@@ -141,10 +141,18 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
         return ExitCode.INTERRUPTED
     except SubmitError as e:
         sw.close()
-        print(f"error: the scheduler refused the submission: {e}", file=sys.stderr)
+        print(f"error: the scheduler: {e}", file=sys.stderr)
+        return ExitCode.INFRA
+    except OSError as e:  # the disk filled up, the folder became read-only: the atomic writer kept the old files
+        sw.close()
+        _disk_error(sd, m.sweep_id, e)
         return ExitCode.INFRA
     sw.close()
-    summary = analyse(sd, options)
+    try:
+        summary = analyse(sd, options)
+    except OSError as e:
+        _disk_error(sd, m.sweep_id, e)
+        return ExitCode.INFRA
     rc = summary.exit_code
     hist = {**(m.config.get("history") or {}), **(history or {})}
     if hist.get("enabled") and not summary.ran:
@@ -153,6 +161,12 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
     elif hist.get("enabled"):
         rc = combine(rc, record_history(sd, Manifest.load(sd), hist))
     return int(rc)
+
+
+def _disk_error(sd: SweepDir, sweep_id: str, e: OSError) -> None:
+    print(f"error: writing into {sd.root} failed ({e}); every file already written is intact (manifest, logs, "
+          f"effective configs). Free space, then finish with: python -m experiments.sweep action=collect "
+          f"sweep_id={sweep_id} output_dir={sd.root}", file=sys.stderr)
 
 
 def runs_to_submit(sd: SweepDir) -> list[tuple[str, int]]:
@@ -195,17 +209,23 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
         return
 
     def add(m: Manifest) -> list[RunRef]:
-        return [m.variant(n).new_attempt(r).ref(n) for n, r in runs]
+        latest = m.latest_attempts()
+        # an attempt recorded but never marked submitted (this process or an earlier one died around sbatch) is
+        # launched again under its own number: a job may exist for it, which adopt_unrecorded looks up first
+        return [latest[(n, r)].ref(n) if (n, r) in latest and latest[(n, r)].status == ManifestStatus.PLANNED
+                else m.variant(n).new_attempt(r).ref(n) for n, r in runs]
 
     m, refs = Manifest.update(sw.sd, add)
     for r in refs:
         sw.sd.attempt_dir(r).mkdir(parents=True, exist_ok=True)
         sw.views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat)
     stage_of = {v.name: v.variant.stage for v in m.variants}
-    queue, active = list(refs), []
+    rnd = Round()
+    adopted = adopt_unrecorded(sw, rnd, m, refs)
+    queue, active = [r for r in refs if r not in adopted], list(adopted)
     limit = sw.backend.max_concurrent or len(refs)
     time_limit = _time_limit_s(m)
-    rnd = Round()
+    outage = Outage()
     while queue or active:
         if queue and len(active) < limit:
             take = queue[: limit - len(active)]
@@ -216,8 +236,8 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
             rnd.commit(sw.sd)
             sw.display.update(list(sw.views.values()))
             return
-        polled = sw.backend.poll(active) if active else {}
-        for ref in list(active):
+        polled = outage.poll(sw, active)
+        for ref in list(active) if polled else []:
             if _advance(sw, rnd, ref, polled[ref.task], time_limit):
                 active.remove(ref)
         rnd.commit(sw.sd)
@@ -226,10 +246,77 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
             time.sleep(sw.settings.poll_s)
 
 
+SCHEDULER_OUTAGE_S = 300.0  # squeue/sacct may fail this long in a row (slurmctld restarting) before exit 5
+
+
+class Outage:
+    """Polls that ride out a scheduler outage: a failing squeue/sacct (slurmctld or slurmdbd restarting) keeps the
+    last states and tries again next round; after ``SCHEDULER_OUTAGE_S`` seconds of failures in a row it gives up
+    with :class:`SubmitError` (exit 5; on Slurm the jobs go on and ``action=collect`` finishes the sweep)."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def poll(self, sw: Sweep, refs: list[RunRef]) -> dict[str, Any]:
+        from launchers.errors import SchedulerError
+
+        if not refs:
+            return {}
+        try:
+            polled = sw.backend.poll(refs)
+        except SchedulerError as e:
+            now = time.monotonic()
+            self.since = self.since or now
+            print(f"note: the scheduler did not answer ({e}); trying again", file=sys.stderr)
+            if now - self.since > SCHEDULER_OUTAGE_S:
+                raise SubmitError(f"the scheduler did not answer for {now - self.since:.0f} s: {e}") from e
+            return {}
+        self.since = None
+        return polled
+
+
+def adopt_unrecorded(sw: Sweep, rnd: Round, m: Manifest, refs: list[RunRef]) -> list[RunRef]:
+    """Attempts marked ``submitting`` (sbatch may have run) whose job id the manifest lacks: the launcher looks
+    their jobs up by name (:meth:`launchers.backend.SlurmBackend.find_submitted`); found ones are recorded as
+    submitted and tracked, never submitted twice. Returns the adopted refs."""
+    orphans = [r for r in refs if m.attempt(r).get("submitting") and not m.attempt(r).job_id]
+    if not orphans:
+        return []
+    found = sw.backend.find_submitted(orphans)
+    for r in orphans:
+        h = found.get(r.task)
+        if h is None:
+            continue
+        rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), submitting=None, **h.record())
+        write_script(sw.sd, r, h.script)
+        sw.views[r.task].state, sw.views[r.task].job_id = "submitted", h.job_id
+        sw.started[r.task] = time.monotonic()
+        print(f"note: {r.task}: job {h.job_id} was submitted before the last run stopped; adopted, not resubmitted",
+              file=sys.stderr)
+    rnd.commit(sw.sd)
+    return [r for r in orphans if r.task in found]
+
+
+def _fault(point: str) -> None:
+    """Fault injection for tests/e2e/test_faults.py only: ``MOE_SWEEP_FAULT=<point>`` SIGKILLs this process there."""
+    import os
+    import signal
+
+    if os.environ.get("MOE_SWEEP_FAULT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunRef]:
-    """Submit one stage's batch; returns the refs now in flight. A refused batch is marked failed (Slurm: exit 5)."""
+    """Submit one stage's batch; returns the refs now in flight. A refused batch is marked failed (Slurm: exit 5).
+
+    Before sbatch the attempts are marked ``submitting`` (one manifest write), so that a crash between the
+    submission and the write of the job ids is found again on resume (:func:`adopt_unrecorded`)."""
+    for r in batch:
+        rnd.set(r, submitting=now_iso())
+    rnd.commit(sw.sd)
     try:
         launched = sw.backend.launch(batch, sw.mode, stage)
+        _fault("after_submit")
     except ConfigError:
         raise
     except Exception as e:  # a refused submission: nothing of it is left queued (launchers.submit)
@@ -242,7 +329,7 @@ def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunR
         return []
     for r in batch:
         h = launched[r.task]
-        rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), **h.record())
+        rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), submitting=None, **h.record())
         write_script(sw.sd, r, h.script or sw.backend.script(r))
         sw.views[r.task].state, sw.views[r.task].job_id = "submitted", h.job_id
         sw.started[r.task] = time.monotonic()
@@ -326,13 +413,15 @@ def reattach(sw: Sweep) -> None:
     """``collect``: wait for the unfinished attempts of a detached sweep (Slurm), updating the manifest."""
     m = Manifest.load(sw.sd)
     refs = m.live_refs()
-    for r in refs:
+    for r in [*refs, *m.refs({ManifestStatus.PLANNED})]:
         a = m.attempt(r)
         sw.views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat, job_id=a.job_id, state=str(a.status))
+    refs += adopt_unrecorded(sw, Round(), m, m.refs({ManifestStatus.PLANNED}))
+    outage = Outage()
     while refs:
         rnd = Round()
-        polled = sw.backend.poll(refs)
-        for ref in list(refs):
+        polled = outage.poll(sw, refs)
+        for ref in list(refs) if polled else []:
             st, view = polled[ref.task], sw.views[ref.task]
             update_from_log(view, read_tail(sw.backend.log_files(ref)))
             view.state = str(st.status)
