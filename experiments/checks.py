@@ -111,6 +111,8 @@ def check_git(settings: Any, executor: str, dirty: bool | None) -> str | None:
 
 def check_all(settings: Any, cfg: dict[str, Any]) -> None:
     """Every check above that needs only the composed config (the cluster profile is checked by ClusterConfig)."""
+    if not isinstance(cfg.get("profile", False), bool):
+        raise ConfigError(f"profile={cfg.get('profile')!r} must be true or false")
     check_usage(settings)
     check_settings(settings)
     check_payload(cfg)

@@ -117,7 +117,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             if detach:
                 sw.close()
                 print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
-                      f"action=collect sweep_id={m.sweep_id}")
+                      f"action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
                 return ExitCode.OK
         else:
             reattach(sw)
@@ -129,7 +129,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             if detach:
                 sw.close()
                 print(f"gate opened: next stage queued. Finish with: python -m experiments.sweep action=collect "
-                      f"sweep_id={m.sweep_id}")
+                      f"sweep_id={m.sweep_id} output_dir={sd.root}")
                 return ExitCode.OK
         collect_all(sw)
     except KeyboardInterrupt:
@@ -385,8 +385,9 @@ def interrupt(sw: Sweep) -> None:
                 sw.views[ref.task].state = "cancelled"
             rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
         rnd.commit(sw.sd)
-    where = "cancelled the local runs" if local else \
-        f"detached; the jobs go on. Finish later with: python -m experiments.sweep action=collect sweep_id={m.sweep_id}"
+    where = "cancelled the local runs" if local else (
+        f"detached; the jobs go on. Finish later with: python -m experiments.sweep action=collect "
+        f"sweep_id={m.sweep_id} output_dir={sw.sd.root}")
     print(f"interrupted: {where}", file=sys.stderr)
 
 

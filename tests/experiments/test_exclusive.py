@@ -101,6 +101,7 @@ def test_a_plan_that_died_after_the_claim_is_refused_cleanly(tmp_path, capsys):
     ("hang_min_s=-1", "hang_min_s=-1"),
     ("payload.hold_at=middle", "payload.hold_at='middle'"),
     ("payload.train_iters=0", "payload.train_iters=0"),
+    ("profile=maybe", "profile='maybe'"),
 ])
 def test_every_value_is_checked_at_plan_time(tmp_path, capsys, bad, needle):
     out = tmp_path / "s"
