@@ -159,6 +159,14 @@ def is_sweep_folder(path: Path) -> bool:
 def _sweep_info(manifest: Manifest) -> dict[str, Any]:
     info = {k: getattr(manifest, k) for k in ("sweep_id", "name", "git_sha", "created", "model", "cluster")}
     info["container"] = manifest.container if isinstance(manifest.container, dict) else {}
+    # what the report shows of the plan (issue 13 item 11): the mode, the plan's warnings (each once), the stages
+    # and each gated variant's decision (why a stage-3 arm ran or was skipped)
+    info["mode"] = manifest.mode
+    info["warnings"] = list(dict.fromkeys(manifest.warnings))
+    info["stages"] = [s.to_json() for s in manifest.stages]
+    info["gates"] = [{"variant": v.name, "stage": v.variant.stage, "gate": v.variant.gate, "status": str(v.status),
+                      "reason": "; ".join(r for r in v.variant.reasons if r.startswith("gate ")) or None}
+                     for v in manifest.variants if v.variant.gate]
     return info
 
 

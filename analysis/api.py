@@ -55,19 +55,16 @@ def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path |
     return summary
 
 
-def print_summary(summary: Summary, out: Path) -> None:
-    """The run table and the comparisons on the console (rich)."""
-    from rich.console import Console
-    from rich.table import Table
+def print_summary(summary: Summary, out: Path, *, show_exit_code: bool = True) -> None:
+    """The run table and the comparisons on the console (rich). ``show_exit_code=False`` when the caller prints
+    its own final code (the sweep combines the analysis' code with history and infrastructure codes)."""
+    from analysis.console import make_console, table
 
-    table = Table(title=f"analysis -> {out}")
-    for col in ("run", "status", "reason", "step ms", "TFLOP/s/GPU"):
-        table.add_column(col)
-    for r in summary.runs:
-        table.add_row(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
-                      f"{r.tflops.median:.1f}" if r.tflops else "-")
-    console = Console()
-    console.print(table)
+    console = make_console()
+    rows = [(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
+             f"{r.tflops.median:.1f}" if r.tflops else "-") for r in summary.runs]
+    console.print(table(("run", "status", "reason", "step ms", "TFLOP/s/GPU"), rows, width=console.width,
+                        title=f"analysis -> {out}"))
     for c in summary.comparisons:
         s = c.speedup
         value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
@@ -75,4 +72,5 @@ def print_summary(summary: Summary, out: Path) -> None:
         console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}{tags}")
     for why in sorted({c.doubtful_reason for c in summary.comparisons if c.doubtful and c.doubtful_reason}):
         console.print(f"warning: every verdict of the group is doubtful: {why}")
-    console.print(f"exit code {summary.exit_code}")
+    if show_exit_code:
+        console.print(f"exit code {summary.exit_code}")

@@ -211,6 +211,13 @@ def classify(
         return Verdict("failed", "preflight_reject", tuple(str(m) for m in checks.get("messages") or ())
                        or ("validate mode: checks failed without a message",), ("validate",))
     running = sched in ("running", "submitted")
+    if sched == "cancelled" and (log is None or not log.files):
+        # cancelled before it wrote a log (a pending job the user cancelled, Ctrl-C locally): no result, and not
+        # a failure of the run either (issue 13 item 5)
+        who = "by the user" if "cancelled_by_user" in scheduler.flags else (
+            "by Ctrl-C" if "interrupted" in scheduler.flags else "")
+        return Verdict("cancelled", "cancelled", (f"cancelled {who} before it wrote a log".replace("  ", " "),
+                                                  sched_line))
     if log is None or not log.files or len(log.unreadable) == len(log.files):
         why = ("no log files",) if log is None or not log.files else log.unreadable
         return Verdict("incomplete" if running else "failed", "logs_unavailable", (*why, sched_line))

@@ -36,8 +36,8 @@ def throughput_png(summary: Summary) -> bytes | None:
     """Bar chart of each kept run's throughput with its interval; runs without a number get a red cross and
     their status (CASES C07: failing cells are shown, not dropped). None when no run ran."""
     runs = [r for r in summary.runs if r.status not in ("pruned", "skipped")]
-    if not runs:
-        return None
+    if not runs or not any(r.tflops or r.tokens or r.step_time for r in runs):
+        return None  # no run has a timing (validate mode, or nothing trained): no timing plot at all
     metric, label = _throughput_metric(runs)
     fig = Figure(figsize=(max(6.0, 0.7 * len(runs) + 2), 4.2))
     ax = fig.add_subplot()

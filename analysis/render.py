@@ -53,9 +53,12 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
     code = summary.exit_code
     blocks = [Block("h1", title)]
     if sw:
-        blocks.append(Block("p", f"model {sw.get('model')}, cluster {sw.get('cluster')}, git {sw.get('git_sha')}, "
-                                 f"created {sw.get('created')}"))
-    blocks.append(Block("p", f"Exit code {code}: {meaning(code)}."))
+        blocks.append(Block("p", f"mode={sw.get('mode') or 'train'}, model {sw.get('model')}, cluster "
+                                 f"{sw.get('cluster')}, git {sw.get('git_sha')}, created {sw.get('created')}"))
+    said = meaning(code) if summary.ran else "no kept run ran (none was submitted, or every one was cancelled), so " \
+        "there is nothing to judge"
+    blocks.append(Block("p", f"Exit code {code}: {said}."))
+    blocks.extend(plan_blocks(sw))
     blocks.extend(block_design_blocks(summary))
     if summary.comparisons:
         blocks.append(Block("h2", "Speedup over the baseline (baseline median step / variant median step)"))
@@ -86,11 +89,15 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
             (b.dispatcher, str(b.runs), str(b.good), str(b.bad),
              "-" if b.failure_rate is None else f"{b.failure_rate:.0%}",
              ", ".join(f"{k} x{v}" for k, v in sorted(b.reasons.items())) or "-") for b in summary.backends)))
-    flagged = [r for r in summary.runs if r.status not in ("ok", "validated", "skipped") or r.notes]
-    if flagged:
+    kept = [r for r in summary.runs if r.status not in ("pruned", "skipped")]
+    common = set.intersection(*(set(r.notes) for r in kept)) if len(kept) > 1 else set()
+    flagged = [r for r in summary.runs if r.status not in ("ok", "validated", "skipped") or set(r.notes) - common]
+    if flagged or common:
         blocks.append(Block("h2", "Failures, warnings and notes"))
+        if common:  # the same note on every run (validate mode's "not run" checks) is shown once
+            blocks.append(Block("p", "On every run: " + "; ".join(n for n in kept[0].notes if n in common)))
         for r in flagged:
-            blocks.extend(_run_blocks(r))
+            blocks.extend(_run_blocks(r, common))
     for name in images:
         blocks.append(Block("img", name))
     if summary.notes:
@@ -159,7 +166,25 @@ def breakdown_blocks(runs: tuple[RunResult, ...]) -> list[Block]:
                   rows=tuple(rows))]
 
 
-def _run_blocks(r: RunResult) -> list[Block]:
+def plan_blocks(sw: dict) -> list[Block]:
+    """The plan's warnings and the isolation gates' decisions, from the manifest (summary.json ``sweep``)."""
+    out: list[Block] = []
+    if sw.get("warnings"):
+        out.append(Block("h2", "Plan warnings"))
+        out.extend(Block("p", w) for w in sw["warnings"])
+    if sw.get("gates"):
+        out.append(Block("h2", "Isolation gates"))
+        stages = ", ".join(f"stage {s.get('index')} {s.get('name')}: {s.get('status')}"
+                           + (f" (gate {s['gate']})" if s.get("gate") else "") for s in sw.get("stages") or [])
+        if stages:
+            out.append(Block("p", stages))
+        out.append(Block("table", headers=("variant", "stage", "status", "decision"), rows=tuple(
+            (g["variant"], str(g["stage"]), g["status"], g.get("reason") or "gate not evaluated yet")
+            for g in sw["gates"])))
+    return out
+
+
+def _run_blocks(r: RunResult, common: set[str] | frozenset[str] = frozenset()) -> list[Block]:
     out = [Block("h3", f"{r.name}: {r.status}" + (f" ({r.reason})" if r.reason else ""))]
     details = {k: v for k, v in r.details.items() if k not in ("assertion",) and v is not None}
     if r.hint:
@@ -171,7 +196,8 @@ def _run_blocks(r: RunResult) -> list[Block]:
     if r.evidence:
         out.append(Block("pre", "\n".join(r.evidence)))
     for n in r.notes:
-        out.append(Block("p", f"Note: {n}"))
+        if n not in common:
+            out.append(Block("p", f"Note: {n}"))
     return out
 
 

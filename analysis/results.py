@@ -369,10 +369,16 @@ class Summary:
     design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
 
     @property
+    def ran(self) -> bool:
+        """True when at least one kept run gave a result (not pruned, skipped or cancelled before it logged)."""
+        return any(r.status not in ("pruned", "skipped", "cancelled") for r in self.runs)
+
+    @property
     def exit_code(self) -> int:
-        """CONTRACTS §5: 3 when a kept run is failed/incomplete/insufficient/invalid, else 4 when a comparison is
-        slower or its loss diverged, else 0 (pruned and skipped runs are not kept runs)."""
-        if any(r.bad for r in self.runs):
+        """CONTRACTS §5: 3 when a kept run is failed/incomplete/insufficient/invalid/cancelled, or when no kept run
+        ran at all (an empty or cancelled night is never good), else 4 when a comparison is slower or its loss
+        diverged, else 0 (pruned and skipped runs are not kept runs)."""
+        if any(r.bad for r in self.runs) or not self.ran:
             return ExitCode.RUN_FAILED
         if any(c.regression for c in self.comparisons):
             return ExitCode.REGRESSION

@@ -3,6 +3,7 @@ take. ``time_limit`` keeps the user's text; :attr:`ClusterConfig.time_limit_s` i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from contracts.typed import build, one_of, positive
 
 GPU_TYPES = ("h100", "h200", "b200", "b300", "gb200", "gb300", "a100")
 EXECUTORS = ("local", "slurm")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +82,13 @@ class ClusterConfig:
         if isinstance(self.time_limit, int):  # cluster.time_limit=30 on the command line: minutes, as sbatch
             object.__setattr__(self, "time_limit", str(self.time_limit))
         parse_time_limit(self.time_limit)  # validates the form
+        for group, names in (("cluster.env_vars", self.env_vars), ("cluster.secret_env", self.secret_env),
+                             ("cluster.container_env", self.container_env)):
+            for name in names:
+                if not _ENV_NAME.fullmatch(str(name)):
+                    raise ConfigError(f"{group}: {str(name)!r} is not an environment variable name: a job could "
+                                      "not export it. Use letters, digits and '_', not starting with a digit "
+                                      "([A-Za-z_][A-Za-z0-9_]*)")
 
     @property
     def time_limit_s(self) -> int:

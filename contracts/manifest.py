@@ -26,6 +26,8 @@ from contracts.statuses import FINAL_STATUSES, LIVE_STATUSES, ManifestStatus, St
 from contracts.sweepdir import SweepDir
 
 LOCK_TIMEOUT_S = 60.0
+PLAN_STATE = "plan_state"  # manifest key: "writing" from the claim until every variant file is written
+PLAN_WRITING, PLAN_COMPLETE = "writing", "complete"
 T = TypeVar("T")
 
 
@@ -254,6 +256,18 @@ class Manifest:
         """``config.cluster`` as recorded (secret values masked as ``***``)."""
         return dict(self.config.get("cluster") or {})
 
+    def require_complete(self, root: Path | str) -> None:
+        """Refuse a sweep whose planner died between claiming the folder and writing its variant files
+        (``plan_state: writing``): nothing was submitted from it, and its variant.json files may be missing.
+
+        Raises:
+            ManifestError: names the folder and how to recover (remove it and plan again).
+        """
+        if self.extra.get(PLAN_STATE) == PLAN_WRITING:
+            raise ManifestError(f"sweep {self.sweep_id} in {root} was never completely planned (the planner stopped "
+                                f"while writing its variant files; nothing was submitted). Remove {root} and plan "
+                                "again")
+
     # ------------------------------------------------------------------------------------------------ JSON
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
@@ -313,9 +327,10 @@ class Manifest:
         sweep.root.mkdir(parents=True, exist_ok=True)
         with lock(sweep):
             if sweep.manifest.exists():
-                raise SweepExistsError(f"{sweep.manifest} already exists (sweep "
-                                       f"{_existing_id(sweep)}); resume it with sweep_id={_existing_id(sweep)} "
-                                       f"output_dir={sweep.root}, or choose another output_dir")
+                held = _existing_id(sweep)
+                raise SweepExistsError(f"{sweep.root} is held by sweep {held} ({sweep.manifest} exists); nothing was "
+                                       f"written. Resume that sweep with: python -m experiments.sweep action=run "
+                                       f"sweep_id={held} output_dir={sweep.root} ; or choose another output_dir")
             write_text(sweep.manifest, dumps(self.to_json()), durable=True)
 
     def save(self, sweep: SweepDir) -> None:

@@ -56,6 +56,7 @@ class RunOutcome(StrEnum):
     INVALID_VARIANT = "invalid_variant"
     PRUNED = "pruned"
     SKIPPED = "skipped"
+    CANCELLED = "cancelled"  # cancelled (action=cancel, Ctrl-C) before it logged anything: no result, not a failure
 
     @property
     def good(self) -> bool:
@@ -68,7 +69,7 @@ class RunOutcome(StrEnum):
 
 GOOD_OUTCOMES = frozenset({RunOutcome.OK, RunOutcome.OK_WITH_WARNING, RunOutcome.VALIDATED})
 BAD_OUTCOMES = frozenset({RunOutcome.FAILED, RunOutcome.INCOMPLETE, RunOutcome.INSUFFICIENT_ITERATIONS,
-                          RunOutcome.INVALID_VARIANT})
+                          RunOutcome.INVALID_VARIANT, RunOutcome.CANCELLED})
 
 
 class Verdict(StrEnum):

@@ -105,21 +105,29 @@ def _explain_compose_error(e: Exception) -> str:
     return text.replace("\n", " ")
 
 
+_OPEN_MAPPINGS = ("cluster.env_vars", "history")  # where '+key=' adds a key (env vars; HistoryConfig's extras)
+
+
 def _check_key(cfg: dict[str, Any], key: str, adding: bool) -> None:
-    """Raise ConfigError unless dotted ``key`` exists in ``cfg`` (or its parent does, when ``adding``)."""
+    """Raise ConfigError unless dotted ``key`` exists in ``cfg`` (or, when ``adding``, its parent is a mapping
+    that takes new keys: ``cluster.env_vars``, ``history``; the top level and the typed groups take none)."""
     node: Any = cfg
     parts = key.split(".")
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
+        parent = ".".join(parts[:i])
         if isinstance(node, dict) and part in node:
             node = node[part]
             continue
-        if last and adding and isinstance(node, dict):
+        if last and adding and isinstance(node, dict) and i > 0:  # the typed group checks the new key
             return
-        where = ".".join(parts[:i]) or "the top level"
+        where = parent or "the top level"
         valid = sorted(node) if isinstance(node, dict) else []
-        raise ConfigError(f"unknown key {key!r}: {part!r} is not a key of {where}.{suggest(part, valid)} "
-                          f"Valid keys: {', '.join(valid)}. To add a new key use '+{key}=...'")
+        hint = suggest(part, valid)
+        if parent in _OPEN_MAPPINGS and not adding and not hint:
+            hint = f" To add a new key use '+{key}=...'"
+        raise ConfigError(f"unknown key {key!r}: {part!r} is not a key of {where}.{hint} "
+                          f"Valid keys: {', '.join(valid)}")
 
 
 def compose_overrides(overrides: list[str]) -> Composed:

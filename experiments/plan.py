@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from analysis.options import Options, UsageError
-from contracts.atomic import write_json, write_text
-from contracts.manifest import Manifest
+from contracts.atomic import dumps, write_text
+from contracts.errors import ConfigError
+from contracts.manifest import PLAN_COMPLETE, PLAN_STATE, PLAN_WRITING, Manifest
 from contracts.records import SCHEMA_VERSION, Variant
 from contracts.secrets import mask_config, mask_env, mask_override
 from contracts.sweepdir import SweepDir
@@ -31,8 +32,9 @@ from experiments.blocks import (
     planned_arms,
     with_controls,
 )
+from experiments.checks import check_all, check_git, check_writable
 from experiments.compose import compose_overrides
-from experiments.config import ACTIONS, MODES, PREFLIGHT, ConfigError, one_of
+from experiments.config import ACTIONS, MODES, PREFLIGHT, one_of
 from experiments.expand import Expansion, JobSpec, expand
 
 SWEEP_ID_RE = re.compile(r"^\d{8}-\d{6}Z-[0-9a-f]{6}$")
@@ -150,6 +152,7 @@ class Plan:
     dirty: bool | None
     blocks: tuple[dict[str, Any], ...] = ()
     design: dict[str, Any] | None = None
+    notes: tuple[str, ...] = ()  # plan-time warnings that go into the manifest (a dirty tree for action=plan)
 
     @property
     def variants(self) -> tuple[Variant, ...]:
@@ -206,7 +209,8 @@ def make_plan(overrides: list[str], now: dt.datetime | None = None) -> Plan:
     composed = compose_overrides(overrides)
     cfg = composed.base
     settings = SweepSettings.from_cfg(cfg)
-    analysis_options(cfg, settings.hang_min_s)  # every value is checked before anything is written
+    check_all(settings, cfg)  # every value a later stage reads is checked before anything is written
+    analysis_options(cfg, settings.hang_min_s)
     exp = expand(composed, settings.preflight)
     bad_groups = [v for v in exp.variants if v.role == "baseline" and v.status == "pruned"]
     if bad_groups:
@@ -244,9 +248,11 @@ def make_plan(overrides: list[str], now: dt.datetime | None = None) -> Plan:
                                        if v.status != "pruned"},
                         seed_source="block_seed" if settings.block_seed is not None else "sweep_id")
     out = Path(settings.output_dir) if settings.output_dir else Path(settings.results_root) / exp.preset.name / sweep_id
+    check_writable(out)
     sha, dirty = git_state()
+    git_note = check_git(settings, cluster.executor, dirty)
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
-                hours, sha, dirty, blocks, design)
+                hours, sha, dirty, blocks, design, (git_note,) if git_note else ())
 
 
 def resolve_mode(mode: str | None, cluster_mode: str | None, executor: str, local_gpus: int) -> tuple[str, str | None]:
@@ -298,6 +304,7 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
     warnings = list(exp.warnings)
     if plan.mode_note:
         warnings.append(plan.mode_note)
+    warnings.extend(plan.notes)
     if plan.settings.preflight == "off":
         warnings.append("preflight=off: every check was skipped on purpose; invalid variants will be submitted")
     return {
@@ -331,18 +338,61 @@ def render_job(plan: Plan, v: Variant, variant_json: Path) -> str:
 def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
     """Create the sweep folder: manifest, variant.json and job.sh per kept variant. Returns the folder.
 
+    Order (docs/CONTRACTS.md §3): every file is rendered in memory first (a render error writes nothing); then the
+    folder is claimed by creating the full manifest exclusively (``Manifest.create``: flock + exists check), with
+    ``plan_state: writing``; only the winner writes the variant files, then marks the plan ``complete``. A loser
+    writes nothing and names the sweep that holds the folder. A crash between the claim and ``complete`` leaves a
+    manifest that every later action refuses, naming the folder to remove (nothing was submitted from it).
+
     Raises:
-        ManifestError: the folder already holds a manifest (use ``sweep_id=`` to resume instead).
+        SweepExistsError: the folder already holds a manifest (use ``sweep_id=`` to resume instead).
+        ConfigError: the folder cannot be written (read-only, disk full).
     """
     sd = SweepDir(plan.out_dir)
     doc = manifest_doc(plan)
     secret_env = next(iter(plan.expansion.jobs.values())).cluster.secret_env
     doc["overrides"] = [mask_override(o, secret_env) for o in overrides]
-    for v in plan.variants:
-        if v.status == "pruned":
-            continue
-        write_json(sd.variant_json(v.name), variant_payload(plan, v))
-        if render:
-            write_text(sd.job_sh(v.name), render_job(plan, v, sd.variant_json(v.name)))
-    Manifest.from_json(doc).create(sd)
+    doc[PLAN_STATE] = PLAN_WRITING
+    files = _render_files(plan, sd, render)
+    try:
+        Manifest.from_json(doc).create(sd)
+    except OSError as e:
+        raise ConfigError(f"output_dir={sd.root} cannot be written ({e.strerror or e}); nothing was written. "
+                          "Choose another output_dir or results_root") from None
+    try:
+        for path, text in files:
+            write_text(path, text)
+        Manifest.update(sd, _mark_complete)
+    except OSError as e:
+        raise ConfigError(f"the plan of sweep {plan.sweep_id} in {sd.root} could not be completed ({e}); nothing "
+                          f"was submitted. Remove {sd.root} and plan again") from None
     return sd.root
+
+
+def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, str]]:
+    """(path, text) of every variant.json and job.sh, rendered before the folder is touched. The launcher's renderer
+    needs the variant file on disk, so it renders against a scratch copy of the layout, whose path is then replaced
+    by the sweep folder's in the script text."""
+    import shutil
+    import tempfile
+
+    files: list[tuple[Path, str]] = []
+    scratch = Path(tempfile.mkdtemp(prefix="moe-plan-")).resolve()
+    try:
+        tmp = SweepDir(scratch)
+        for v in plan.variants:
+            if v.status == "pruned":
+                continue
+            text = dumps(variant_payload(plan, v))
+            files.append((sd.variant_json(v.name), text))
+            if render:
+                write_text(tmp.variant_json(v.name), text)
+                script = render_job(plan, v, tmp.variant_json(v.name))
+                files.append((sd.job_sh(v.name), script.replace(str(scratch), str(sd.root.resolve()))))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return files
+
+
+def _mark_complete(m: Manifest) -> None:
+    m.extra[PLAN_STATE] = PLAN_COMPLETE

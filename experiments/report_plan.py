@@ -17,22 +17,22 @@ def _short(text: str, limit: int = 160) -> str:
 
 def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
     """Print the plan table, warnings and the GPU-hour estimate to stdout."""
-    from rich.console import Console
-    from rich.table import Table
+    from analysis.console import make_console, table
 
-    console = Console(width=max(Console().width, 140))
+    console = make_console()
     exp = plan.expansion
-    t = Table(title=f"sweep {plan.sweep_id}  preset={exp.preset.name}  mode={plan.mode}  "
-                    f"preflight={plan.settings.preflight}", show_lines=False)
-    for col in ("variant", "role", "dispatcher", "overlap", "delay_wgrad", "axes", "stage", "status", "reason"):
-        t.add_column(col, overflow="fold")
+    rows = []
     for v in exp.variants:
         axes = ", ".join(f"{k}={val}" for k, val in v.axes.items()) or "-"
         stage = f"{v.stage} {v.stage_name}" + (f" (gate: {v.gate})" if v.gate and v.status == "gated" else "")
         reason = "; ".join(_short(r) for r in (v.reasons or v.warnings))
-        t.add_row(v.name, v.role, v.dispatcher, "on" if v.overlap else "off", "on" if v.delay_wgrad else "off",
-                  axes, stage, f"[{_STYLE.get(v.status, 'white')}]{v.status}[/]", reason or "")
-    console.print(t)
+        rows.append((v.name, str(v.role), v.dispatcher, "on" if v.overlap else "off",
+                     "on" if v.delay_wgrad else "off", axes, stage, f"[{_STYLE.get(v.status, 'white')}]{v.status}[/]",
+                     reason or ""))
+    console.print(table(("variant", "role", "dispatcher", "overlap", "delay_wgrad", "axes", "stage", "status",
+                         "reason"), rows, width=console.width,
+                        title=f"sweep {plan.sweep_id}  preset={exp.preset.name}  mode={plan.mode}  "
+                              f"preflight={plan.settings.preflight}"))
     for w in exp.warnings:
         console.print(f"[yellow]warning:[/] {w}")
     if plan.mode_note:

@@ -37,13 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     from contracts.errors import ContractError
 
     try:
-        return int(_dispatch(argv))
+        rc = int(_dispatch(argv))
     except ContractError as e:  # ConfigError, ManifestError (2); launchers' LaunchError: a bad profile (2) or the
         print(f"error: {e}", file=sys.stderr)  # scheduler/transport failing (5)
-        return e.exit_code
+        rc = e.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return ExitCode.INTERRUPTED
+        rc = ExitCode.INTERRUPTED
+    from contracts.exits import meaning
+
+    print(f"exit code {rc}: {meaning(rc)}", file=sys.stderr)  # once, the code the process exits with
+    return rc
 
 
 def _dispatch(argv: list[str]) -> int:

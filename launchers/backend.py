@@ -44,6 +44,8 @@ class Backend(Protocol):
 
     def adopt(self, handles: list[JobHandle]) -> None: ...
 
+    def find_submitted(self, refs: list[RunRef]) -> dict[str, JobHandle]: ...
+
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]: ...
 
     def cancel(self, ref: RunRef) -> None: ...
@@ -109,6 +111,10 @@ class LocalBackend:
 
     def adopt(self, handles: list[JobHandle]) -> None:
         """Local jobs die with the process that started them: a job of another process is reported ``lost``."""
+
+    def find_submitted(self, refs: list[RunRef]) -> dict[str, JobHandle]:
+        """Local jobs of a process that died died with it: none is found, the runs are started again."""
+        return {}
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
         out = {}
@@ -193,6 +199,35 @@ class SlurmBackend:
         for h in handles:
             self._subs[h.task] = h
             self._submitted_at[h.task] = time.time() - 3600
+
+    def find_submitted(self, refs: list[RunRef]) -> dict[str, JobHandle]:
+        """Jobs of ``refs`` that the scheduler has although the caller never recorded them (the conductor died
+        between sbatch and its manifest write): looked up by Slurm job name (``moe.<variant>-a<attempt>``) in
+        squeue and sacct, and kept only when the job's working folder lies inside this sweep's ``nemo_run/`` (other
+        sweeps use the same names): the batch script sbatch was given lies inside this sweep folder (NeMo-Run's home
+        is in it). One squeue and one sacct call. Found jobs are adopted. Login node only: over
+        SSH the cluster's folders are not this sweep's, so nothing is found (the run is submitted again).
+
+        Raises:
+            SchedulerError: squeue or sacct failed.
+        """
+        from launchers.slurm import JOB_NAME_PREFIX
+        from launchers.track import find_by_name
+
+        if self.remote or self.pack or not refs:  # packed steps share one allocation's name: not looked up
+            return {}
+        names = {f"{JOB_NAME_PREFIX}{r.variant}-a{r.attempt}": r for r in refs}
+        out: dict[str, JobHandle] = {}
+        for name, (job_id, script_path) in find_by_name(list(names), self._shell()).items():
+            sbatch = Path(script_path)
+            if self.sweep_dir not in sbatch.parents:
+                continue
+            ref = names[name]
+            job_dir = sbatch.parent / f"{ref.variant}-a{ref.attempt}"  # the task folder beside its sbatch script
+            script = sbatch.read_text() if sbatch.is_file() else None
+            self._subs[ref.task] = out[ref.task] = JobHandle(ref.task, job_id, job_dir=str(job_dir), script=script)
+            self._submitted_at[ref.task] = time.time() - 3600
+        return out
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobHandle]:
         from launchers.batch import batch_label

@@ -69,6 +69,31 @@ def query(job_ids: Sequence[str], shell: Shell = local_shell) -> dict[str, JobSt
     return out
 
 
+def find_by_name(names: Sequence[str], shell: Shell = local_shell) -> dict[str, tuple[str, str]]:
+    """Job name -> (newest job id, its batch script's path) of the jobs called ``names``, from sacct's SubmitLine
+    and squeue's command (one call each). Used to find a job whose submission was never recorded.
+
+    Raises:
+        SchedulerError: squeue or sacct failed.
+    """
+    if not names:
+        return {}
+    found: dict[str, tuple[str, str]] = {}
+    res = shell(["sacct", "-X", "-n", "-P", "-S", "now-7days", "--name", ",".join(names), "-o", "JobID,JobName,SubmitLine"])
+    if res.rc != 0:
+        raise SchedulerError(f"sacct failed (is slurmdbd up?): {res.err.strip()}")
+    rows = [line.split("|")[:3] for line in res.out.splitlines() if line.count("|") >= 2]
+    rows = [[job, name, (line.split() or [""])[-1]] for job, name, line in rows]  # sbatch ... <script>
+    res = shell(["squeue", "-h", "-n", ",".join(names), "-o", "%i|%j|%o"])
+    if res.rc != 0:
+        raise SchedulerError(f"squeue failed: {res.err.strip()}")
+    rows += [line.split("|")[:3] for line in res.out.splitlines() if line.count("|") >= 2]
+    for job, name, work in sorted(rows, key=lambda r: _int(r[0]) or 0):
+        if name in names:
+            found[name] = (job, work)
+    return found
+
+
 def states(
     submitted: dict[str, float], shell: Shell = local_shell, *, now: float | None = None,
     grace_s: float = LOST_GRACE_S,

@@ -12,6 +12,7 @@ Public API (names are stable; ``experiments.sweep action=collect`` calls them in
 
 from analysis.history.api import (
     DEFAULT_URL,
+    check_settings,
     judge_night,
     judge_sweep,
     load_history,
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_URL", "IMPROVEMENT", "MISSING_TONIGHT", "NEW_VARIANT", "REGRESSION", "VERDICTS", "WITHIN_NOISE",
     "HistoryConfig", "HistoryCorruptError", "HistoryError", "HistoryInputError", "HistoryLockedError",
     "HistorySchemaError", "HistoryStore", "HistoryStoreError", "MetricJudgement", "NightInput", "NightReport",
-    "RecordResult", "RunRecord", "Series", "SpeedupRecord", "SweepInfo", "VariantJudgement", "exit_code_for",
+    "RecordResult", "RunRecord", "Series", "SpeedupRecord", "SweepInfo", "VariantJudgement", "check_settings",
+    "exit_code_for",
     "judge_night", "judge_sweep", "load_history", "load_summary", "record_summary", "write_trend_page",
 ]

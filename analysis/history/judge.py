@@ -18,6 +18,7 @@ from analysis.history.detect import judge_metric
 from analysis.history.errors import HistoryInputError
 from analysis.history.records import (
     MISSING_TONIGHT,
+    NOT_TIMED,
     SPEEDUP,
     STEP_TIME,
     TIMED_STATUSES,
@@ -142,7 +143,18 @@ def _missing(metric: str, note: str) -> MetricJudgement:
     return MetricJudgement(metric=metric, verdict=MISSING_TONIGHT, note=note)
 
 
+def _validated(t: VariantNight) -> bool:
+    """Every run of the night passed validate mode (nothing trained, so there is no timing to miss)."""
+    return bool(t.statuses) and all(s.split()[0] == "validated" for s in t.statuses)
+
+
 def _judge_variant(t: VariantNight, past: list[VariantNight], config: HistoryConfig) -> VariantJudgement:
+    if t.step is None and _validated(t):
+        note = "validated: validate mode runs no training, so there is no step time"
+        return VariantJudgement(variant=t.variant, group_key=t.group_key, role=t.role,
+                                step_time=MetricJudgement(metric=STEP_TIME, verdict=NOT_TIMED, note=note),
+                                speedup=None, baseline_variant=t.baseline_variant,
+                                tokens_per_s_per_gpu=t.tokens_per_s_per_gpu)
     if t.step is None:
         step = _missing(STEP_TIME, "no successful run tonight: " + ("; ".join(t.statuses) or "no run"))
     else:

@@ -22,7 +22,8 @@ IMPROVEMENT = "improvement"
 WITHIN_NOISE = "within_noise"
 NEW_VARIANT = "new_variant"
 MISSING_TONIGHT = "missing_tonight"
-VERDICTS = (REGRESSION, IMPROVEMENT, WITHIN_NOISE, NEW_VARIANT, MISSING_TONIGHT)
+NOT_TIMED = "not_timed"  # it ran and passed, but validate mode has no timings to judge (issue 13 item 11)
+VERDICTS = (REGRESSION, IMPROVEMENT, WITHIN_NOISE, NEW_VARIANT, MISSING_TONIGHT, NOT_TIMED)
 
 # Metrics judged per variant. Throughput (tokens/s/GPU, TFLOP/s/GPU) is the inverse of the step time for a fixed
 # model shape, so the step-time verdict is the throughput verdict (with the sign flipped).
@@ -56,6 +57,14 @@ class HistoryConfig:
     """Fewer good nights of history than this: the verdict is ``new_variant`` (no spread to judge against)."""
 
     def __post_init__(self) -> None:
+        for name in ("window", "min_nights"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"history.{name}={v!r}: must be an integer")
+        for name in ("threshold", "alpha", "noise_k"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(f"history.{name}={v!r}: must be a number")
         if not isinstance(self.window, int) or self.window < 1:
             raise ValueError(f"history.window={self.window!r}: must be an integer >= 1 (nights)")
         if not isinstance(self.min_nights, int) or not 1 <= self.min_nights <= self.window:

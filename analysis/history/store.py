@@ -28,6 +28,7 @@ from analysis.history.errors import (
     HistoryError,
     HistoryInputError,
     HistoryLockedError,
+    HistorySchemaError,
     HistoryStoreError,
 )
 from analysis.history.migrations import check_supported, current_version, migrate
@@ -48,6 +49,28 @@ def normalize_url(url: str | URL) -> URL:
                                 f"sqlite:///results/history.db, postgresql://user:pass@host:5432/db") from None
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def check_url(url: str | URL) -> URL:
+    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, and its driver is installed.
+
+    Raises:
+        HistoryInputError: names the URL (password hidden) and the supported forms.
+    """
+    parsed = normalize_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    forms = "sqlite:///results/history.db, postgresql+psycopg://user:pass@host:5432/db"
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise HistoryInputError(f"history.url={shown!r}: the database kind {parsed.get_backend_name()!r} is not "
+                                f"supported; use SQLite or PostgreSQL, e.g. {forms}")
+    try:
+        parsed.get_dialect().import_dbapi()
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as e:
+        raise HistoryInputError(f"history.url={shown!r}: its driver cannot be loaded ({e}); the installed drivers "
+                                f"are sqlite and postgresql+psycopg, e.g. {forms}") from None
+    if parsed.get_backend_name() == "postgresql" and not parsed.host:
+        raise HistoryInputError(f"history.url={shown!r} names no host; e.g. {forms}")
     return parsed
 
 
@@ -212,9 +235,18 @@ class HistoryStore:
             return current_version(conn)
 
     def ensure_schema(self, target: int = SCHEMA_VERSION) -> tuple[int, ...]:
-        """Migrate to ``target`` (default: current) under the write lock; return the versions applied."""
-        if check_supported(self.version()) >= target:
-            return ()
+        """Migrate to ``target`` (default: current) under the write lock; return the versions applied.
+
+        The version is read first without the lock (the common case: nothing to do). When it looks older, or the
+        read saw a half-created schema (PostgreSQL READ COMMITTED: each catalogue query of the read takes a new
+        snapshot, so a first migration committing in between shows ``sweeps`` without ``schema_version``), the
+        version is read again inside the write lock, where no migration can be in flight, and only then migrated.
+        """
+        try:
+            if check_supported(self.version()) >= target:
+                return ()
+        except HistorySchemaError:
+            pass  # decided under the lock below; a real foreign database raises there again
         with self.write("migrating the schema") as conn:
             return migrate(conn, target)
 

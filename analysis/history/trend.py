@@ -156,11 +156,14 @@ def render_trend_page(history: SeriesHistory, reports: list[NightReport], out: P
              f"<tbody>{rows}</tbody></table>")
     retired = (f"<p>Retired (in the history, absent from tonight and from the last {cfg.window} nights): "
                f"{html.escape(', '.join(tonight.retired))}</p>") if tonight.retired else ""
+    timed = {g: vs for g, vs in groups.items()  # a group without one timed night gets no (empty) chart
+             if any(e.step is not None or e.speedup is not None for es in vs.values() for e in es)}
     plots = "".join(
         f"<h2>Group {html.escape(g or '(no extra axes)')}</h2>"
         f"<img class='trend' alt='throughput and speedup of group {html.escape(g)}' "
         f"src='data:image/png;base64,{_group_figure(g, vs, reports)}'>"
-        for g, vs in sorted(groups.items()))
+        for g, vs in sorted(timed.items())) or ("<p id='no-charts'>No timed run in the nights shown (validate mode "
+                                               "or no successful run): nothing to chart.</p>")
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Nightly history "
             f"{html.escape(str(history.series))} {tonight.night}</title><style>{_CSS}</style>"
             f"<script>{_SCRIPT}</script></head><body>{head}"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 from typing import Any
 
-from contracts.errors import ConfigError
+from contracts.errors import ConfigError, ContractError
 from contracts.exits import ExitCode
 from contracts.manifest import Manifest
 from contracts.statuses import ManifestStatus
@@ -40,28 +42,49 @@ def run_action(action: str, argv: list[str]) -> int:
     """``status``, ``collect``, ``cancel`` for ``sweep_id=``, and ``run`` with an existing id (resume).
 
     Settings given on this command line under ``history.`` and ``analysis.`` override what the sweep was planned
-    with; everything else comes from the manifest.
+    with; everything else comes from the manifest. Every value is checked before anything is touched (exit 2).
     """
+    from experiments.checks import check_history, check_settings, check_usage
     from experiments.compose import compose_overrides
     from experiments.plan import SweepSettings, analysis_options
 
     cfg = compose_overrides(argv).base
     settings = SweepSettings.from_cfg(cfg)
-    sd = SweepDir(find_sweep(settings))
+    check_usage(settings)
+    check_settings(settings)
+    preset = str((cfg.get("sweep") or {}).get("name") or "")
+    sd = SweepDir(find_sweep(settings, preset, submitted=action == "collect"))
     if action == "status":
         return show_status(sd)
+    m = Manifest.load(sd)
+    m.require_complete(sd.root)
     if action == "cancel":
         return cancel_sweep(sd)
-    m = Manifest.load(sd)
     history = {k: v for k, v in (cfg.get("history") or {}).items() if k in given(argv, "history")}
+    check_history({**(m.config.get("history") or {}), **history})
     analysis = {**(m.config.get("analysis") or {}),
                 **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in given(argv, "analysis")}}
     options = analysis_options({"analysis": analysis}, settings.hang_min_s)
     return drive(sd, settings, options, resume=True, collect_only=action == "collect", history=history)
 
 
-def find_sweep(settings) -> Path:
-    """The folder of ``sweep_id=`` (``output_dir`` or ``results/*/<id>``). Raises ConfigError if unknown."""
+def _submitted(manifest: Path) -> bool:
+    """True when the sweep of ``manifest`` had at least one job submitted (an attempt with a job id)."""
+    try:
+        m = Manifest.load(manifest.parent)
+    except ContractError:
+        return False
+    return any(a.job_id for v in m.variants for a in v.attempts)
+
+
+def find_sweep(settings, preset: str | None = None, submitted: bool = False) -> Path:
+    """The folder of ``sweep_id=`` (``output_dir`` or ``results/*/<id>``). Raises ConfigError if unknown.
+
+    ``sweep_id=latest`` is the newest sweep (by its id, which starts with its UTC creation time) of ONE preset,
+    ``<results_root>/<preset>/`` (``sweep=`` on the command line, else the command's default preset); with
+    ``submitted`` (``action=collect``) only sweeps that had a job submitted count, so a later plan is never
+    collected instead of tonight's nightly.
+    """
     if settings.output_dir and SweepDir(Path(settings.output_dir)).exists():
         return Path(settings.output_dir)
     if not settings.sweep_id:
@@ -69,21 +92,44 @@ def find_sweep(settings) -> Path:
                           "of a sweep)")
     root = Path(settings.results_root)
     if settings.sweep_id == "latest":
-        found = sorted(root.glob("*/*/manifest.json"), key=lambda p: p.parent.name)
+        where = root / preset if preset else root / "*"
+        found = sorted(where.glob("*/manifest.json") if preset else root.glob("*/*/manifest.json"),
+                       key=lambda p: p.parent.name)
+        if submitted:
+            found = [p for p in found if _submitted(p)]
         if not found:
-            raise ConfigError(f"sweep_id=latest: no sweep under {root}/*/")
+            what = "submitted sweep" if submitted else "sweep"
+            raise ConfigError(f"sweep_id=latest: no {what} of preset {preset or '*'} under {where}/ (latest looks "
+                              f"within one preset: pass sweep=<preset>, e.g. sweep=nightly)")
         return found[-1].parent
     hits = sorted(root.glob(f"*/{settings.sweep_id}/manifest.json"))
     if not hits:
         known = sorted(p.parent.name for p in root.glob("*/*/manifest.json"))[-10:]
-        raise ConfigError(f"sweep_id={settings.sweep_id} not found under {root}/*/. "
-                          f"Known sweeps: {', '.join(known) or 'none'}")
+        raise ConfigError(f"sweep_id={settings.sweep_id} not found under {root}/*/ (a sweep in a custom folder is "
+                          f"found with output_dir=<its folder>). Known sweeps: {', '.join(known) or 'none'}")
     return hits[0].parent
 
 
 def show_status(sd: SweepDir) -> int:
-    """``action=status``: the run table of any sweep, from any shell."""
+    """``action=status``: the live run table of any sweep, from any shell. Read-only: the manifest is not written.
+
+    On Slurm the unfinished attempts are asked of the scheduler (one squeue and one sacct call for all of them,
+    through the SSH tunnel when the profile has one); iteration and step time come from each attempt's log, the
+    collected copy when there is one, else the job folder (over SSH: fetched from the cluster). Returns 0, or 5
+    when the scheduler cannot be asked (the table then shows the recorded states).
+    """
+    from launchers.errors import SchedulerError
+
     m = Manifest.load(sd)
+    live = m.live_refs()
+    rc, polled, backend = ExitCode.OK, {}, None
+    if (m.cluster_config.get("executor") or "local") != "local" and live:
+        try:
+            backend = make_backend(sd, m, strict=False)
+            polled = backend.poll(live)
+        except (SchedulerError, OSError) as e:
+            print(f"status: the scheduler could not be asked ({e}); showing the recorded states", file=sys.stderr)
+            rc = ExitCode.INFRA
     views = []
     for v in m.variants:
         if not v.attempts:
@@ -92,10 +138,19 @@ def show_status(sd: SweepDir) -> int:
             ref = a.ref(v.name)
             view = RunView(ref.task, v.name, a.attempt, a.repeat, job_id=a.job_id, state=str(a.status),
                            note=",".join(a.flags))
-            update_from_log(view, read_tail(sorted(sd.logs(ref).glob("*"))))
+            st = polled.get(ref.task)
+            if st is not None:
+                view.state = str(st.status)
+                if st.reason and st.status in (ManifestStatus.LOST, ManifestStatus.FAILED):
+                    view.note = (view.note + " " + st.reason).strip()
+            logs = sorted(p for p in sd.logs(ref).glob("*") if p.is_file())
+            if not logs and backend is not None:
+                with contextlib.suppress(SchedulerError, OSError):
+                    logs = backend.log_files(ref)
+            update_from_log(view, read_tail(logs))
             views.append(view)
     Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})").close(views)
-    return ExitCode.OK
+    return rc
 
 
 def cancel_sweep(sd: SweepDir) -> int:

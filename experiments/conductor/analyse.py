@@ -16,7 +16,7 @@ def analyse(sd: SweepDir, options: Options, quiet: bool = False) -> Summary:
     """Analyse the sweep folder and write its report (``report/``, each attempt's ``run.json``)."""
     summary = report_sweep(sd.root, options)
     if not quiet:
-        print_summary(summary, sd.report)
+        print_summary(summary, sd.report, show_exit_code=False)  # the sweep prints its final code once
     return summary
 
 

@@ -30,13 +30,10 @@ from experiments.conductor.backends import make_backend
 from experiments.conductor.collect import collect, secret_values, write_script
 from experiments.conductor.gates import open_gates
 from experiments.conductor.progress import Display, RunView, median_step_ms, read_tail, update_from_log
+from experiments.conductor.recover import Outage, SubmitError, adopt_unrecorded, fault
 from launchers.backend import Backend
 
 MAX_GATE_ROUNDS = 5
-
-
-class SubmitError(RuntimeError):
-    """The scheduler refused a submission (exit code 5); nothing of that batch is left queued."""
 
 
 class Round:
@@ -121,7 +118,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             if detach:
                 sw.close()
                 print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
-                      f"action=collect sweep_id={m.sweep_id}")
+                      f"action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
                 return ExitCode.OK
         else:
             reattach(sw)
@@ -136,7 +133,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             if detach:
                 sw.close()
                 print(f"{'gate opened' if what == 'gate' else 'adaptive: next block'}: queued. Finish with: "
-                      f"python -m experiments.sweep action=collect sweep_id={m.sweep_id}")
+                      f"python -m experiments.sweep action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
                 return ExitCode.OK
         collect_all(sw)
     except KeyboardInterrupt:
@@ -145,14 +142,32 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
         return ExitCode.INTERRUPTED
     except SubmitError as e:
         sw.close()
-        print(f"error: the scheduler refused the submission: {e}", file=sys.stderr)
+        print(f"error: the scheduler: {e}", file=sys.stderr)
+        return ExitCode.INFRA
+    except OSError as e:  # the disk filled up, the folder became read-only: the atomic writer kept the old files
+        sw.close()
+        _disk_error(sd, m.sweep_id, e)
         return ExitCode.INFRA
     sw.close()
-    rc = analyse(sd, options).exit_code
+    try:
+        summary = analyse(sd, options)
+    except OSError as e:
+        _disk_error(sd, m.sweep_id, e)
+        return ExitCode.INFRA
+    rc = summary.exit_code
     hist = {**(m.config.get("history") or {}), **(history or {})}
-    if hist.get("enabled"):
+    if hist.get("enabled") and not summary.ran:
+        print("history: not recorded: no kept run ran (none was submitted, or every one was cancelled); an empty "
+              "night is never a good night", file=sys.stderr)
+    elif hist.get("enabled"):
         rc = combine(rc, record_history(sd, Manifest.load(sd), hist))
     return int(rc)
+
+
+def _disk_error(sd: SweepDir, sweep_id: str, e: OSError) -> None:
+    print(f"error: writing into {sd.root} failed ({e}); every file already written is intact (manifest, logs, "
+          f"effective configs). Free space, then finish with: python -m experiments.sweep action=collect "
+          f"sweep_id={sweep_id} output_dir={sd.root}", file=sys.stderr)
 
 
 def next_step(sd: SweepDir, summary: Any, settings: Any) -> str | None:
@@ -215,17 +230,23 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
         return
 
     def add(m: Manifest) -> list[RunRef]:
-        return [m.variant(n).new_attempt(r).ref(n) for n, r in runs]
+        latest = m.latest_attempts()
+        # an attempt recorded but never marked submitted (this process or an earlier one died around sbatch) is
+        # launched again under its own number: a job may exist for it, which adopt_unrecorded looks up first
+        return [latest[(n, r)].ref(n) if (n, r) in latest and latest[(n, r)].status == ManifestStatus.PLANNED
+                else m.variant(n).new_attempt(r).ref(n) for n, r in runs]
 
     m, refs = Manifest.update(sw.sd, add)
     for r in refs:
         sw.sd.attempt_dir(r).mkdir(parents=True, exist_ok=True)
         sw.views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat)
     stage_of = {v.name: v.variant.stage for v in m.variants}
-    queue, active = list(refs), []
+    rnd = Round()
+    adopted = adopt_unrecorded(sw, rnd, m, refs)
+    queue, active = [r for r in refs if r not in adopted], list(adopted)
     limit = sw.backend.max_concurrent or len(refs)
     time_limit = _time_limit_s(m)
-    rnd = Round()
+    outage = Outage()
     while queue or active:
         if queue and len(active) < limit:
             take = queue[: limit - len(active)]
@@ -237,8 +258,8 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
             rnd.commit(sw.sd)
             sw.display.update(list(sw.views.values()))
             return
-        polled = sw.backend.poll(active) if active else {}
-        for ref in list(active):
+        polled = outage.poll(sw, active)
+        for ref in list(active) if polled else []:
             if _advance(sw, rnd, ref, polled[ref.task], time_limit):
                 active.remove(ref)
         rnd.commit(sw.sd)
@@ -248,9 +269,16 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
 
 
 def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunRef]:
-    """Submit one stage's batch; returns the refs now in flight. A refused batch is marked failed (Slurm: exit 5)."""
+    """Submit one stage's batch; returns the refs now in flight. A refused batch is marked failed (Slurm: exit 5).
+
+    Before sbatch the attempts are marked ``submitting`` (one manifest write), so that a crash between the
+    submission and the write of the job ids is found again on resume (:func:`adopt_unrecorded`)."""
+    for r in batch:
+        rnd.set(r, submitting=now_iso())
+    rnd.commit(sw.sd)
     try:
         launched = sw.backend.launch(batch, sw.mode, stage)
+        fault("after_submit")
     except ConfigError:
         raise
     except Exception as e:  # a refused submission: nothing of it is left queued (launchers.submit)
@@ -263,7 +291,7 @@ def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunR
         return []
     for r in batch:
         h = launched[r.task]
-        rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), **h.record())
+        rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), submitting=None, **h.record())
         write_script(sw.sd, r, h.script or sw.backend.script(r))
         sw.views[r.task].state, sw.views[r.task].job_id = "submitted", h.job_id
         sw.started[r.task] = time.monotonic()
@@ -347,13 +375,15 @@ def reattach(sw: Sweep) -> None:
     """``collect``: wait for the unfinished attempts of a detached sweep (Slurm), updating the manifest."""
     m = Manifest.load(sw.sd)
     refs = m.live_refs()
-    for r in refs:
+    for r in [*refs, *m.refs({ManifestStatus.PLANNED})]:
         a = m.attempt(r)
         sw.views[r.task] = RunView(r.task, r.variant, r.attempt, r.repeat, job_id=a.job_id, state=str(a.status))
+    refs += adopt_unrecorded(sw, Round(), m, m.refs({ManifestStatus.PLANNED}))
+    outage = Outage()
     while refs:
         rnd = Round()
-        polled = sw.backend.poll(refs)
-        for ref in list(refs):
+        polled = outage.poll(sw, refs)
+        for ref in list(refs) if polled else []:
             st, view = polled[ref.task], sw.views[ref.task]
             update_from_log(view, read_tail(sw.backend.log_files(ref)))
             view.state = str(st.status)
@@ -380,8 +410,9 @@ def interrupt(sw: Sweep) -> None:
                 sw.views[ref.task].state = "cancelled"
             rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
         rnd.commit(sw.sd)
-    where = "cancelled the local runs" if local else \
-        f"detached; the jobs go on. Finish later with: python -m experiments.sweep action=collect sweep_id={m.sweep_id}"
+    where = "cancelled the local runs" if local else (
+        f"detached; the jobs go on. Finish later with: python -m experiments.sweep action=collect "
+        f"sweep_id={m.sweep_id} output_dir={sw.sd.root}")
     print(f"interrupted: {where}", file=sys.stderr)
 
 

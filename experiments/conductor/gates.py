@@ -54,7 +54,9 @@ def open_gates(sd: SweepDir, summary: Summary) -> bool:
             if reason:
                 g.set_status(ManifestStatus.SKIPPED, f"gate overlap_passed closed: {reason}")
             else:
-                g.set_status(ManifestStatus.PLANNED)
+                ok = ", ".join(sorted({r.status for r in summary.runs if peer and r.variant == peer.name}))
+                g.set_status(ManifestStatus.PLANNED, f"gate overlap_passed opened: {peer.name if peer else '?'} "
+                                                     f"ran {ok}, not slower, loss parity not failed")
                 opened = True
         for s in m.stages:
             if s.gate:

@@ -74,9 +74,9 @@ class Display:
     """Render run views: a rich Live table on a terminal, one line per change otherwise."""
 
     def __init__(self, title: str) -> None:
-        from rich.console import Console
+        from analysis.console import make_console
 
-        self.console = Console()
+        self.console = make_console()
         self.title = title
         self.live = None
         self._last: dict[str, tuple] = {}
@@ -87,16 +87,15 @@ class Display:
             self.live.start()
 
     def table(self, views: list[RunView]):
-        from rich.table import Table
+        from analysis.console import table
 
-        t = Table(title=self.title)
-        for c in ("variant", "repeat", "attempt", "job id", "state", "iteration", "last step (ms)", "note"):
-            t.add_column(c)
+        rows = []
         for v in views:
             it = f"{v.iteration}/{v.total}" if v.iteration is not None else "-"
             step = f"{v.step_ms:.1f}" if v.step_ms is not None else "-"
-            t.add_row(v.variant, str(v.repeat), str(v.attempt), v.job_id or "-", v.state, it, step, v.note)
-        return t
+            rows.append((v.variant, str(v.repeat), str(v.attempt), v.job_id or "-", v.state, it, step, v.note))
+        return table(("variant", "repeat", "attempt", "job id", "state", "iteration", "last step (ms)", "note"), rows,
+                     width=self.console.width, title=self.title)
 
     def update(self, views: list[RunView]) -> None:
         if self.live is not None:

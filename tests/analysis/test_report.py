@@ -290,3 +290,25 @@ def test_cli_option_validation(tmp_path, capsys):
     assert main([str(logs), "--bootstrap", "5", "--out", str(tmp_path / "r")]) == 2
     assert "--bootstrap must be >= 100" in capsys.readouterr().err
     assert main([str(logs), "--tolerance", "2", "--out", str(tmp_path / "r")]) == 2
+
+
+def test_out_writes_only_under_out_even_on_a_read_only_sweep(sweep, tmp_path):
+    """Issue 13 item 7: a colleague's read-only sweep on shared storage: --out writes there and nothing inside."""
+    import hashlib
+
+    def digest(folder):
+        return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(folder.rglob("*")) if p.is_file()}
+    before = digest(sweep)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "--bind", "-o", "ro", str(sweep), str(ro)], capture_output=True).returncode == 0
+    src = ro if mounted else sweep
+    try:
+        out = tmp_path / "elsewhere"
+        assert main([str(src), "--out", str(out), "--quiet"]) == 3
+        assert (out / "summary.json").is_file() and (out / "report.md").is_file()
+        assert digest(sweep) == before and not list(sweep.rglob("run.json"))
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(ro)], capture_output=True)

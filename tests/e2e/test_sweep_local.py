@@ -22,7 +22,9 @@ def _digest(folder: Path) -> dict[str, str]:
 
 def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
     out = tmp_path / "sweep"
-    rc = main([f"output_dir={out}", "poll_s=0.5"])
+    token = "tok-" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:16]
+    # the payload fails with env_mismatch (exit 17) when a promised variable is missing: rc 0 means the job saw it
+    rc = main([f"output_dir={out}", "poll_s=0.5", f"+cluster.env_vars.MY_TOKEN={token}"])
     assert rc == 0
     m = _manifest(out)
     assert m["mode"] == "validate"
@@ -43,6 +45,30 @@ def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
         "a2a.ovl0.dw0": "validated", "a2a.ovl1.dw0": "validated", "a2a.ovl1.dw1": "validated"}
     assert statuses["deepep.ovl1.dw0"] == "pruned"
     assert (out / "report" / "report.md").exists() and (out / "report" / "report.html").exists()
+    _check_secret_mode_and_report(out, token)
+
+
+def _check_secret_mode_and_report(out: Path, token: str) -> None:
+    """Issue 13 items 4, 8, 11 on the real default sweep."""
+    import os
+
+    eff = json.loads((out / "variants" / "a2a.ovl0.dw0" / "attempt-1" / "effective_config.json").read_text())
+    assert eff["env"]["MY_TOKEN"] == "***"  # the job's process had it (the payload masks what it records)
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert token.encode() not in p.read_bytes(), p
+    umask = os.umask(0)
+    os.umask(umask)
+    for p in [*out.glob("report/*"), *out.glob("variants/*/attempt-*/*"), *out.glob("variants/*/*")]:
+        if p.is_file():
+            assert p.stat().st_mode & 0o777 == 0o666 & ~umask, p
+    md = (out / "report" / "report.md").read_text()
+    assert "mode=validate" in md
+    assert not (out / "report" / "throughput.png").exists()  # no timings, no timing plot
+    assert "## Isolation gates" in md and "gate overlap_passed opened" in md
+    assert "## Plan warnings" in md and "cluster=local found no GPU" in md
+    notes = [line for line in md.splitlines() if line.startswith("Note: ")]
+    assert len(notes) == len(set(notes))  # a note shared by every run is shown once, not per run
 
 
 def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_attempts(tmp_path):

@@ -80,3 +80,29 @@ def test_trend_page_from_postgres(pg_url, tmp_path):
     out = write_trend_page(pg_url, tmp_path / "trend.html")
     html = out.read_text()
     assert html.count("data:image/png;base64,") == 1 and 'class="regression"' in html
+
+
+def test_first_open_reads_the_version_inside_the_lock(pg_url, monkeypatch):
+    """Issue 13 item 9: under READ COMMITTED the unlocked read can see ``sweeps`` committed by another first
+    collect but not ``schema_version`` (each catalogue query takes a new snapshot). That read must not decide:
+    the version is read again under the advisory lock."""
+    import analysis.history.store as store_mod
+    from analysis.history.errors import HistorySchemaError
+
+    record_summary(pg_url, GOLDEN_SWEEP)  # another collect created the schema
+    calls = []
+    real = store_mod.current_version
+
+    def racing(conn):  # the first, unlocked read falls between two snapshots
+        calls.append(1)
+        if len(calls) == 1:
+            raise HistorySchemaError("the database has table(s) sweeps but no schema_version table")
+        return real(conn)
+
+    monkeypatch.setattr(store_mod, "current_version", racing)
+    with HistoryStore(pg_url) as store:
+        assert store.applied == ()
+    assert len(calls) == 1  # the locked re-read goes through migrations.migrate's own current_version
+    monkeypatch.setattr(store_mod, "current_version", real)
+    with HistoryStore(pg_url) as store:
+        assert store.version() == 2

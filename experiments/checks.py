@@ -1,0 +1,119 @@
+"""Plan-time checks of every value that a later stage reads (docs/CONTRACTS.md §1, §5): a bad value fails here with
+exit code 2 and a message naming it, before anything is written or submitted, never later at submit or collect.
+
+The planner (:func:`experiments.plan.make_plan`) calls :func:`check_all`; ``action=collect`` and a resume call
+:func:`check_history` and :func:`check_usage` for the keys given on their own command line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from contracts.errors import ConfigError
+
+PAYLOAD_KEYS = ("train_iters", "seed", "hold_s", "hold_at")
+
+
+def _number(key: str, value: Any, *, low: float = 0.0, strict: bool = True) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, int | float)
+    if not ok or (value <= low if strict else value < low):
+        bound = f"> {low:g}" if strict else f">= {low:g}"
+        raise ConfigError(f"{key}={value!r} must be a number {bound}")
+
+
+def check_usage(settings: Any) -> None:
+    """Combinations of keys that mean nothing: ``dry_run=true`` with an action other than plan/run, and
+    ``sweep_id=latest`` where a new folder would be made (it names an existing sweep, never a folder).
+
+    Raises:
+        ConfigError: names the keys and what to write instead.
+    """
+    if settings.dry_run and settings.action not in ("run", "plan"):
+        raise ConfigError(f"dry_run=true is an alias for action=plan; it cannot be combined with "
+                          f"action={settings.action}. Drop dry_run=true")
+    if settings.sweep_id == "latest" and settings.effective_action == "plan":
+        raise ConfigError("sweep_id=latest names an existing sweep (for action=status|collect|cancel, or run to "
+                          "resume it); a plan makes a new sweep: drop sweep_id, or give a new id")
+
+
+def check_settings(settings: Any) -> None:
+    """The numbers of the top level: ``hang_min_s`` (s), ``poll_s`` (s) and ``max_gpu_hours`` (GPU-hours) > 0."""
+    _number("hang_min_s", settings.hang_min_s)
+    _number("poll_s", settings.poll_s)
+    _number("max_gpu_hours", settings.max_gpu_hours)
+
+
+def check_payload(cfg: dict[str, Any]) -> None:
+    """``payload.*``: ``train_iters`` null or an integer >= 1, ``seed`` an integer, ``hold_s`` s >= 0,
+    ``hold_at`` end|start."""
+    p = dict(cfg.get("payload") or {})
+    unknown = sorted(set(p) - set(PAYLOAD_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown key payload.{unknown[0]}; valid keys of payload: {', '.join(PAYLOAD_KEYS)}")
+    it = p.get("train_iters")
+    if it is not None and (isinstance(it, bool) or not isinstance(it, int) or it < 1):
+        raise ConfigError(f"payload.train_iters={it!r} must be an integer >= 1 or null")
+    seed = p.get("seed", 1234)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"payload.seed={seed!r} must be an integer")
+    _number("payload.hold_s", p.get("hold_s", 0), strict=False)
+    if p.get("hold_at", "end") not in ("end", "start"):
+        raise ConfigError(f"payload.hold_at={p.get('hold_at')!r} is not valid; valid values: end, start")
+
+
+def check_history(hist: dict[str, Any]) -> None:
+    """``history.*`` (enabled, url, window, threshold, alpha, noise_k, min_nights), without connecting to the
+    database: the URL must parse and name an installed SQLite or PostgreSQL driver.
+
+    Raises:
+        ConfigError: the history stage's own message (``analysis.history.check_settings``).
+    """
+    from analysis.history import HistoryInputError, check_settings
+
+    try:
+        check_settings(hist)
+    except HistoryInputError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_writable(out: Path) -> None:
+    """``output_dir`` (or the folder it will be made in) must be writable by this user.
+
+    Raises:
+        ConfigError: names the folder and why (read-only file system, permissions).
+    """
+    probe = Path(out).absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"output_dir={out}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"output_dir={out}: {probe} is not writable (read-only file system or permissions); "
+                          "choose another output_dir or results_root")
+
+
+def check_git(settings: Any, executor: str, dirty: bool | None) -> str | None:
+    """A dirty git tree (uncommitted changes to tracked files) is refused before a Slurm sweep is written, unless
+    ``allow_dirty=true`` (the jobs ship a git archive of the commit). For ``action=plan`` it is a warning.
+
+    Returns the warning text, or None. Raises ConfigError for a run that would be refused at submit time.
+    """
+    if executor != "slurm" or not dirty or settings.allow_dirty:
+        return None
+    text = ("the git tree has uncommitted changes to tracked files; the jobs ship a git archive of the commit. "
+            "Commit them, or pass allow_dirty=true to ship the working tree as it is")
+    if settings.effective_action == "plan":
+        return f"submitting this plan will be refused: {text}"
+    raise ConfigError(text)
+
+
+def check_all(settings: Any, cfg: dict[str, Any]) -> None:
+    """Every check above that needs only the composed config (the cluster profile is checked by ClusterConfig)."""
+    if not isinstance(cfg.get("profile", False), bool):
+        raise ConfigError(f"profile={cfg.get('profile')!r} must be true or false")
+    check_usage(settings)
+    check_settings(settings)
+    check_payload(cfg)
+    check_history(dict(cfg.get("history") or {}))

@@ -1,0 +1,203 @@
+"""Fault injection on the real local Slurm (issue 13): each case ends with nothing lost (every completed run's logs
+and metrics present), nothing submitted twice (each Slurm job name of the sweep once) and the right exit code.
+
+Faults: two sweeps racing for one folder; the conductor SIGKILLed between sbatch and the manifest write, then
+resumed; slurmctld restarted mid-sweep; a job cancelled behind the tool's back; the disk filling up while the report
+is written (a small tmpfs); manifest.json truncated or not JSON."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments.sweep import main
+
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+REPO = Path(__file__).resolve().parents[2]
+BASE = ["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "sweep=full", "dispatcher=alltoall",
+        "overlap=on,off", "delay_wgrad=off"]
+
+
+def _m(d: Path) -> dict:
+    return json.loads((d / "manifest.json").read_text())
+
+
+def _attempts(d: Path) -> dict[str, list[dict]]:
+    return {v["name"]: v["attempts"] for v in _m(d)["variants"] if v["status"] != "pruned"}
+
+
+def _spawn(args: list[str], **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "experiments.sweep", *args], cwd=REPO, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def jobs_of(out: Path) -> collections.Counter:
+    """Slurm job name -> how many jobs of that name ran from this sweep folder (sacct and squeue)."""
+    home = str(out.resolve()) + "/"
+    rows = subprocess.run(["sacct", "-X", "-n", "-P", "-S", "now-2hours", "-o", "JobID,JobName,SubmitLine"],
+                          capture_output=True, text=True).stdout.splitlines()
+    rows += subprocess.run(["squeue", "-h", "-o", "%i|%j|%o"], capture_output=True, text=True).stdout.splitlines()
+    seen = {}
+    for line in rows:
+        job, name, script = (line.split("|") + ["", "", ""])[:3]
+        if home in script:
+            seen[job.split("_")[0]] = name
+    return collections.Counter(seen.values())
+
+
+def assert_nothing_twice(out: Path) -> None:
+    jobs = jobs_of(out)
+    assert jobs and max(jobs.values()) == 1, jobs
+    recorded = [a["job_id"] for atts in _attempts(out).values() for a in atts if a.get("job_id")]
+    assert len(recorded) == len(set(recorded)) == sum(jobs.values()), (recorded, jobs)
+
+
+def assert_nothing_lost(out: Path) -> None:
+    runs = {(r["variant"], r["attempt"]): r for r in json.loads((out / "report" / "summary.json").read_text())["runs"]}
+    done = 0
+    for name, atts in _attempts(out).items():
+        for a in atts:
+            if a["status"] != "succeeded":
+                continue
+            done += 1
+            adir = out / "variants" / name / f"attempt-{a['attempt']}"
+            assert any(p.name.startswith("log-") for p in (adir / "logs").iterdir()), adir
+            assert (adir / "effective_config.json").is_file() and (adir / "run.json").is_file()
+            assert runs[(name, a["attempt"])]["status"] == "validated"
+    assert done
+
+
+def _digest(folder: Path, skip: str = "\0") -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and not str(p.relative_to(folder)).startswith(skip)}
+
+
+def _wait_jobs_running(out: Path, n: int, timeout_s: float = 120) -> list[str]:
+    home = str(out.resolve()) + "/"
+    end = time.time() + timeout_s
+    while time.time() < end:
+        rows = subprocess.run(["squeue", "-h", "-o", "%i|%T|%o|%j"], capture_output=True, text=True).stdout
+        running = [r.split("|") for r in rows.splitlines() if f"|RUNNING|{home}" in r]
+        if len(running) >= n:
+            return [f"{r[0]}|{r[3]}" for r in running]
+        time.sleep(1)
+    raise AssertionError(f"{n} job(s) of {out} did not run within {timeout_s} s")
+
+
+def test_two_sweeps_racing_for_one_folder(tmp_path):
+    out = tmp_path / "s"
+    procs = [_spawn([*BASE, f"output_dir={out}", f"model.seq_length={seq}"]) for seq in (512, 2048)]
+    res = [(p.wait(timeout=400), *p.communicate()) for p in procs]
+    assert sorted(rc for rc, *_ in res) == [0, 2], res
+    winner = (512, 2048)[[rc for rc, *_ in res].index(0)]
+    loser_err = next(err for rc, _, err in res if rc == 2)
+    assert f"held by sweep {_m(out)['sweep_id']}" in loser_err
+    assert _m(out)["config"]["model"]["seq_length"] == winner
+    assert {json.loads(p.read_text())["settings"]["seq_length"]
+            for p in out.glob("variants/*/variant.json")} == {winner}
+    assert_nothing_twice(out)
+    assert_nothing_lost(out)
+
+
+def test_sigkill_between_submit_and_manifest_write_then_resume(tmp_path):
+    out = tmp_path / "s"
+    p = _spawn([*BASE, f"output_dir={out}"], MOE_SWEEP_FAULT="after_submit")
+    assert p.wait(timeout=300) == -9, p.communicate()
+    atts = _attempts(out)
+    assert all(a["status"] == "planned" and a.get("submitting") and not a.get("job_id")
+               for v in atts.values() for a in v), atts
+    assert sum(jobs_of(out).values()) == 2  # sbatch ran: the jobs exist although the manifest does not say so
+    sid = _m(out)["sweep_id"]
+    assert main(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "action=run", f"sweep_id={sid}",
+                 f"output_dir={out}"]) == 0
+    atts = _attempts(out)
+    assert all([a["attempt"] for a in v] == [1] and v[0]["status"] == "succeeded" for v in atts.values()), atts
+    assert_nothing_twice(out)
+    assert_nothing_lost(out)
+
+
+def test_slurmctld_restarted_mid_sweep(tmp_path):
+    out = tmp_path / "s"
+    p = _spawn([*BASE, f"output_dir={out}", "payload.hold_s=25"])
+    _wait_jobs_running(out, 1)
+    subprocess.run(["bash", str(REPO / "scripts" / "slurm_local" / "restart_ctld.sh"), "5"], check=True, timeout=120)
+    rc = p.wait(timeout=400)
+    _, err = p.communicate()
+    assert rc == 0, err[-3000:]
+    assert_nothing_twice(out)
+    assert_nothing_lost(out)
+
+
+def test_job_cancelled_behind_the_tools_back_then_resumed(tmp_path):
+    out = tmp_path / "s"
+    p = _spawn([*BASE, f"output_dir={out}", "payload.hold_s=20", "payload.hold_at=start"])
+    victim = _wait_jobs_running(out, 1)[0]
+    subprocess.run(["scancel", victim.split("|")[0]], check=True)
+    assert p.wait(timeout=400) == 3, p.communicate()[1][-3000:]
+    atts = _attempts(out)
+    gone = victim.split("|")[1]
+    assert any(a["status"] == "cancelled" for v in atts.values() for a in v)
+    sid = _m(out)["sweep_id"]
+    # the resume resubmits only the cancelled run (as attempt 2; the plan's hold still applies)
+    assert main(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "action=run", f"sweep_id={sid}",
+                 f"output_dir={out}"]) == 0
+    atts = _attempts(out)
+    latest = {n: v[-1]["status"] for n, v in atts.items()}
+    assert set(latest.values()) == {"succeeded"}, (gone, atts)
+    assert_nothing_twice(out)
+    assert_nothing_lost(out)
+
+
+def test_disk_full_while_the_report_is_written(tmp_path, capsys):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)]).returncode != 0:
+        pytest.fail("mounting a tmpfs needs root (the e2e tests run as root on the test machine)")
+    try:
+        out = mnt / "s"
+        assert main([*BASE, f"output_dir={out}"]) == 0
+        sid = _m(out)["sweep_id"]
+        before = _digest(out, skip="report")
+        report_before = _digest(out / "report")
+        filler = mnt / "filler"
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)  # until ENOSPC
+        capsys.readouterr()
+        rc = main(["cluster=local_slurm", "allow_dirty=true", "action=collect", f"sweep_id={sid}",
+                   f"output_dir={out}"])
+        err = capsys.readouterr().err
+        assert rc == 5 and "No space left" in err and "Free space" in err and "Traceback" not in err
+        assert _digest(out, skip="report") == before  # nothing lost: manifest, logs, effective configs
+        assert _digest(out / "report") == report_before  # the atomic writer left the old report whole
+        assert not list(out.rglob(".*.tmp"))
+        filler.unlink()
+        assert main(["cluster=local_slurm", "allow_dirty=true", "action=collect", f"sweep_id={sid}",
+                     f"output_dir={out}"]) == 0
+        assert_nothing_lost(out)
+        assert_nothing_twice(out)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("damage", [lambda t: t[: len(t) // 2], lambda t: "{not json"])
+def test_damaged_manifest_exits_2_names_the_file_and_touches_nothing(tmp_path, capsys, damage):
+    out = tmp_path / "s"
+    assert main([*BASE[:3], "action=plan", "sweep=full", f"output_dir={out}"]) == 0
+    sid = _m(out)["sweep_id"]
+    man = out / "manifest.json"
+    man.write_text(damage(man.read_text()))
+    before = _digest(out)
+    for action in ("status", "collect", "run", "cancel"):
+        capsys.readouterr()
+        assert main(["cluster=local_slurm", f"action={action}", f"sweep_id={sid}", f"output_dir={out}"]) == 2
+        err = capsys.readouterr().err
+        assert str(man) in err and "Restore it from a backup" in err and "Traceback" not in err
+        assert _digest(out) == before
