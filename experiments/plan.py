@@ -244,9 +244,10 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
     }
 
 
-def render_job(plan: Plan, v: Variant, variant_json: Path) -> str:
+def render_job(plan: Plan, v: Variant, variant_json: Path, scripts: Any = None) -> str:
     """The job script of the variant's first run, rendered by the launcher's own builder (NeMo-Run dry run for
-    Slurm, the LocalExecutor command line locally) so that ``job.sh`` is what would be submitted."""
+    Slurm, the LocalExecutor command line locally) so that ``job.sh`` is what would be submitted. ``scripts``: a
+    :class:`launchers.render.JobScripts`, which renders once per shape (the same text, issue 17)."""
     from launchers.render import render_job_script
     from launchers.spec import RunSpec
 
@@ -257,7 +258,8 @@ def render_job(plan: Plan, v: Variant, variant_json: Path) -> str:
     kwargs: dict[str, Any] = {"title": plan.expansion.preset.name, "label": f"s{v.stage}"}
     if job.cluster.executor == "local":
         kwargs["gpus"] = job.gpus_per_node if plan.mode == "train" else 0
-    return render_job_script(job.cluster, spec, state_dir=(plan.out_dir / "nemo_run").resolve(), **kwargs)
+    render = scripts.render if scripts is not None else render_job_script
+    return render(job.cluster, spec, state_dir=(plan.out_dir / "nemo_run").resolve(), **kwargs)
 
 
 def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
@@ -270,11 +272,17 @@ def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
     doc = manifest_doc(plan)
     secret_env = next(iter(plan.expansion.jobs.values())).cluster.secret_env
     doc["overrides"] = [mask_override(o, secret_env) for o in overrides]
-    for v in plan.variants:
-        if v.status == "pruned":
-            continue
-        write_json(sd.variant_json(v.name), variant_payload(plan, v))
-        if render:
-            write_text(sd.job_sh(v.name), render_job(plan, v, sd.variant_json(v.name)))
+    from launchers.render import JobScripts
+
+    scripts = JobScripts()
+    try:
+        for v in plan.variants:
+            if v.status == "pruned":
+                continue
+            write_json(sd.variant_json(v.name), variant_payload(plan, v))
+            if render:
+                write_text(sd.job_sh(v.name), render_job(plan, v, sd.variant_json(v.name), scripts))
+    finally:
+        scripts.close()
     Manifest.from_json(doc).create(sd)
     return sd.root
