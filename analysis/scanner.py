@@ -24,6 +24,7 @@ import math
 import re
 from array import array
 from collections import deque
+from itertools import compress
 
 import numpy as np
 
@@ -252,36 +253,46 @@ class Scanner:
         (``ITER_N_RE`` when the region holds no ``\\r``), memory values are read from the joined memory lines, and
         the iteration lines are checked and converted together (:meth:`_add_lines`); when some line does not pass
         there, every line of the region goes through :meth:`_line`, in order."""
-        ns: list[bytes] = []
-        totals: list[bytes] = []
-        rests: list[bytes] = []
-        starts: list[int] = []
-        memory: dict[bytes, list[bytes]] = {b"GB": [], b"MB": []}
         regex = ITER_N_RE if buf.find(b"\r", pos, end) == -1 else ITER_RE
-        for m in regex.finditer(buf, pos, end):
-            unit, mem_rest, n, total, rest = m.groups()
-            if n is not None:
-                ns.append(n)
-                totals.append(total)
-                rests.append(rest)
-                starts.append(m.start())
-            else:
-                memory[unit].append(mem_rest)
-        for unit, lines in memory.items():
-            if lines:
-                self._peak(_MEM_BULK[unit].findall(b"\n".join(lines)), unit)
+        found = regex.findall(buf, pos, end)  # (unit, memory rest, N, M, rest); b"" for a group not taken
+        if not found:
+            return
+        units, mem_rests, ns, totals, rests = (list(c) for c in zip(*found, strict=True))
+        is_iter = list(map(bool, ns))
+        if not all(is_iter):  # memory lines among them
+            for unit in (b"GB", b"MB"):
+                lines = [r for r, u in zip(mem_rests, units, strict=True) if u == unit]
+                if lines:
+                    self._peak(_MEM_BULK[unit].findall(b"\n".join(lines)), unit)
+            ns, totals, rests = (list(compress(c, is_iter)) for c in (ns, totals, rests))
         if not rests:
             return
-        last = None
         if self._add_lines(layout, ns, totals, rests):
-            last = starts[-1]
+            last = self._last_start(regex, buf, pos, end, ns[-1], rests[-1])
         else:
-            for n, total, rest, at in zip(ns, totals, rests, starts, strict=True):
-                if self._line(n, total, rest, buf, at, pos, base):
-                    last = at
+            last = None
+            for m in regex.finditer(buf, pos, end):
+                _, _, n, total, rest = m.groups()
+                if n is not None and self._line(n, total, rest, buf, m.start(), pos, base):
+                    last = m.start()
         if last is not None:
             self.last_off = base + last
             self.last_ts = _timestamp(buf, last, pos) or self.last_ts
+
+    @staticmethod
+    def _last_start(regex: re.Pattern[bytes], buf: bytes, pos: int, end: int, n: bytes, rest: bytes) -> int:
+        """Where the region's last iteration line (``N``, ``rest``) starts: searched from the line that holds the
+        last occurrence of its text, or over the whole region when that line is not it."""
+        at = buf.rfind(rest, pos, end) if rest else -1
+        start = max(pos, buf.rfind(b"\n", pos, at) + 1) if at != -1 else pos
+        for lo in (start, pos):
+            last = None
+            for m in regex.finditer(buf, lo, end):
+                if m.group(3) is not None:
+                    last = m
+            if last is not None and last.group(3) == n and last.group(5) == rest:
+                return last.start()
+        raise AssertionError("the region's last iteration line was found by findall")  # pragma: no cover
 
     def _add_lines(self, layout: _Layout, ns: list[bytes], totals: list[bytes], rests: list[bytes]) -> bool:
         """Append the iteration lines ``iteration N/ M |rest`` when every one of them has ``layout``'s keys and
