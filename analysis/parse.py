@@ -256,7 +256,7 @@ def _read(scanner: Scanner, fh, name: str, tail_bytes: int) -> tuple[int, bool]:
     ``split.SPLIT_MIN_BYTES`` on a machine with 2 CPUs or more is scanned in two halves at once
     (:mod:`analysis.split`); otherwise, or when the halves cannot be joined, in one pass here."""
     size = os.fstat(fh.fileno()).st_size
-    cut = split.cut_offset(fh, size) if size >= split.SPLIT_MIN_BYTES and split.cores() >= 2 else None
+    cut = split.cut_offset(fh, size, tail_bytes) if size >= split.SPLIT_MIN_BYTES and split.cores() >= 2 else None
     child = split.start_second_half(name, cut, size, scanner.base, tail_bytes, CHUNK_BYTES) if cut else None
     read = 0
     while (want := CHUNK_BYTES if cut is None else min(CHUNK_BYTES, cut - read)) and (chunk := fh.read(want)):

@@ -1,7 +1,7 @@
 """Two-core parsing of one large log file: the second half is scanned by a forked process while this one scans the
 first half, then the halves' records are joined (``analysis.parse.parse_files``; issue 17).
 
-The file is cut at the first line end after its middle. The forked scanner starts as after a file's first
+The file is cut at the first line end after :func:`balanced_cut` (the second half holds the marker tail). The forked scanner starts as after a file's first
 iteration line (no set-up markers or config there) at the cut's stream offset, so its offsets are the stream's; it
 returns its records as bytes. They are joined when both halves saw only layouts with a throughput field (then no
 ``Step Time`` line is paired with an iteration line, and no state but the records crosses the cut) and this half
@@ -33,13 +33,30 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def cut_offset(fh: Any, size: int) -> int | None:
-    """The offset just after the first ``\\n`` at or after the middle of the file (None when there is none)."""
-    fh.seek(size // 2)
+MARKER_COST = 0.5  # the failure-marker scan of a byte, relative to the rest of its parse (benchmarks/parse.py)
+
+
+def balanced_cut(size: int, tail_bytes: int, marker_cost: float = MARKER_COST) -> int:
+    """Where to cut so that both halves take about as long: the last ``tail_bytes`` also get the marker scan,
+    so the second half, which holds them, is the shorter one (about 40% of a 100 MB log)."""
+    lo, hi = 0, size
+    tail_start = max(0, size - tail_bytes)
+    while hi - lo > 4096:
+        cut = (lo + hi) // 2
+        first = cut + marker_cost * max(0, cut - tail_start)
+        second = (size - cut) + marker_cost * (size - max(cut, tail_start))
+        lo, hi = (cut, hi) if first < second else (lo, cut)
+    return lo
+
+
+def cut_offset(fh: Any, size: int, tail_bytes: int = 0) -> int | None:
+    """The offset just after the first ``\\n`` at or after :func:`balanced_cut` (None when there is none)."""
+    at = balanced_cut(size, tail_bytes)
+    fh.seek(at)
     block = fh.read(1 << 20)
     i = block.find(b"\n")
     fh.seek(0)
-    return None if i == -1 else size // 2 + i + 1
+    return None if i == -1 else at + i + 1
 
 
 def _state(sc: Scanner) -> dict[str, Any]:
