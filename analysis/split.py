@@ -106,12 +106,12 @@ def start_second_half(path: str, cut: int, size: int, base: int, tail_bytes: int
 def collect(pid: int, fd: int) -> dict[str, Any] | None:
     """The second half's records (None when the child failed)."""
     with os.fdopen(fd, "rb") as fh:
-        data = fh.read()
+        try:
+            half = pickle.load(fh)  # straight from the pipe: no copy of the whole payload first
+        except (pickle.UnpicklingError, EOFError, ValueError):
+            half = None
     os.waitpid(pid, 0)
-    try:
-        return pickle.loads(data) if data else None
-    except (pickle.UnpicklingError, EOFError):
-        return None
+    return half
 
 
 def can_join(sc: Scanner, half: dict[str, Any] | None) -> bool:
@@ -136,7 +136,8 @@ def join(sc: Scanner, half: dict[str, Any], keep: Callable[[Any], None]) -> None
     sc.it.frombytes(half["it"])
     sc.total.frombytes(half["total"])
     sc.nonfinite_rows.frombytes((np.frombuffer(half["nonfinite"], np.int64) + row).tobytes())
-    for raw, rows, values in half["layouts"]:
+    half["it"] = half["total"] = half["nonfinite"] = b""  # released as they are joined (peak memory)
+    for raw, rows, values in half.pop("layouts"):
         layout = sc.layouts.get(raw)
         if layout is None:
             layout = _make_layout(list(raw))
