@@ -52,8 +52,15 @@ class LayoutKernel:
 
     def _grow(self, count: int) -> None:
         cap = max(count, 2 * self.capacity, 256)
-        pattern = self.keys + ([self.trail + b"\n" + self.keys[0]] + self.keys[1:]) * (cap - 1)
-        self.expected = pa.array([k.decode("ascii") + ":" for k in pattern], pa.large_string())  # parts keep ":"
+        # the expected parts: this layout's keys for the first line, then for each further line the text after the
+        # previous line's last "|" and "\n" before its first key; taken from the f + 1 distinct ones (no Python
+        # string per part)
+        unit = self.keys + [self.trail + b"\n" + self.keys[0]]
+        small = pa.array([k.decode("ascii") + ":" for k in unit], pa.large_string())  # parts keep ":"
+        line = np.arange(self.fields, dtype=np.int64)
+        later = line.copy()
+        later[0] = self.fields
+        self.expected = small.take(np.concatenate([line, np.tile(later, cap - 1)]))
         n = cap * self.fields
         self.even = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
         self.odd = np.arange(1, 2 * n, 2, dtype=np.int64)

@@ -32,6 +32,7 @@ Step Time patterns run. Lines over 1 MiB without a line end are dropped and coun
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis import split
 from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
 from analysis.markers import Marker
 from analysis.scanner import Scanner
@@ -234,19 +236,45 @@ def parse_files(paths: Sequence[str | Path], *, tail_bytes: int = TAIL_BYTES) ->
     for name in names:
         scanner.begin_file(name)
         size = 0
+        joined = False
         try:
             with open(name, "rb") as fh:
-                while chunk := fh.read(CHUNK_BYTES):
-                    size += len(chunk)
-                    scanner.feed(chunk)
+                size, joined = _read(scanner, fh, name, tail_bytes)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             unreadable.append(f"{name}: {reason}")
             notes.append(f"cannot read {name}: {reason}")
-        scanner.end_file()
+        if not joined:
+            scanner.end_file()
         if size == 0 and not any(u.startswith(f"{name}: ") for u in unreadable):
             notes.append(f"empty file {name}")
     return _result(scanner, names, notes, unreadable)
+
+
+def _read(scanner: Scanner, fh, name: str, tail_bytes: int) -> tuple[int, bool]:
+    """Feed one open file to ``scanner``: (bytes read, whether its end_file has run). A file of at least
+    ``split.SPLIT_MIN_BYTES`` on a machine with 2 CPUs or more is scanned in two halves at once
+    (:mod:`analysis.split`); otherwise, or when the halves cannot be joined, in one pass here."""
+    size = os.fstat(fh.fileno()).st_size
+    cut = split.cut_offset(fh, size, tail_bytes) if size >= split.SPLIT_MIN_BYTES and split.cores() >= 2 else None
+    child = split.start_second_half(name, cut, size, scanner.base, tail_bytes, CHUNK_BYTES) if cut else None
+    read = 0
+    while (want := CHUNK_BYTES if cut is None else min(CHUNK_BYTES, cut - read)) and (chunk := fh.read(want)):
+        read += len(chunk)
+        scanner.feed(chunk)
+    if child is None:
+        return read, False
+    half = split.collect(*child)
+    if not split.can_join(scanner, half):
+        while chunk := fh.read(CHUNK_BYTES):  # as one process would: the second half here, after the first
+            read += len(chunk)
+            scanner.feed(chunk)
+        return read, False
+    split.trim_tail(scanner, tail_bytes - (size - read))
+    scanner.end_file()
+    split.join(scanner, half, scanner._keep)
+    scanner.base += size - read
+    return size, True
 
 
 def _as_int64(values: np.ndarray) -> np.ndarray:

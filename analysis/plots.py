@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
@@ -60,6 +61,25 @@ def throughput_png(summary: Summary) -> bytes | None:
     return _png(fig)
 
 
+def decimate(x: np.ndarray, y: np.ndarray, buckets: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """At most about ``2 * buckets`` points of a curve that look like all of them in a plot some 900 pixels wide:
+    the first and last point and, per bucket of consecutive points, its lowest and its highest (spikes stay).
+    Drawing 86,000 points per line took about 1.2 s of a 100 MB log's report; issue 17."""
+    n = x.size
+    if n <= 2 * buckets:
+        return x, y
+    k = -(-n // buckets)
+    m = n // k * k
+    base = np.arange(0, m, k)
+    block = y[:m].reshape(-1, k)
+    picks = [base + block.argmin(axis=1), base + block.argmax(axis=1), np.array([0, n - 1])]
+    if m < n:
+        rest = y[m:]
+        picks.append(np.array([m + int(rest.argmin()), m + int(rest.argmax())]))
+    idx = np.unique(np.concatenate(picks))
+    return x[idx], y[idx]
+
+
 def _curves(summary: Summary, column: str, ylabel: str, title: str) -> bytes | None:
     runs = [r for r in summary.runs if r.series is not None and len(r.series)]
     if not runs:
@@ -78,7 +98,7 @@ def _curves(summary: Summary, column: str, ylabel: str, title: str) -> bytes | N
         ok = y == y
         if not ok.any():
             continue
-        ax.plot(r.series.iteration[ok], y[ok], label=f"{r.name} ({r.status})", linewidth=1.2)
+        ax.plot(*decimate(r.series.iteration[ok], y[ok]), label=f"{r.name} ({r.status})", linewidth=1.2)
         drew = True
     if not drew:
         return None

@@ -12,8 +12,10 @@ Speed notes (benchmarks/parse.py):
   kernels compare the keys and cast the values (``analysis.bulk``; a split and ``map(float)`` when Arrow leaves a
   value to ``float``); the checks are the per-line ones, and any region where some line fails them goes through
   the per-line path, so a damaged line costs its region's speed, not numbers;
-- failure markers are searched before a file's first iteration line and in its last ``tail_bytes``
-  (``analysis.markers.scan_markers``: one RE2 pass for the needles).
+- failure markers (and config lines) are searched before a file's first iteration line, not in the rest of the
+  region that holds it, and in the file's last ``tail_bytes`` (``analysis.markers.scan_markers``: one RE2 pass
+  for the needles, each distinct line classified once); the first region's iteration lines after the first one
+  take the bulk path too.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import math
 import re
 from array import array
 from collections import deque
+from itertools import compress
 
 import numpy as np
 
@@ -93,6 +96,7 @@ class Scanner:
         self.file = name
         self.in_setup = True
         self.file_has_iter = False
+        self._first_at = 0  # where the file's first iteration line starts in the buffer that holds it
         self.carry = b""
         self.carry_base = self.base
         self.skip_line = False
@@ -182,14 +186,18 @@ class Scanner:
             self.nul_files.append(self.file)
         self._iterations(buf, pos, end, base)
         if self.in_setup:
-            self._markers(buf, pos, end, base)
-            for m in _CONFIG_RE.finditer(buf, pos, end):
+            # markers and config lines before the file's first iteration line; the rest of the region is tail
+            stop = max(pos, buf.rfind(b"\n", pos, self._first_at) + 1) if self.file_has_iter else end
+            self._markers(buf, pos, stop, base)
+            for m in _CONFIG_RE.finditer(buf, pos, stop):
                 key = m.group(1).decode()
                 if key not in self.config:
                     value = _CONFIG_VALUE_RE.match(clean_line(m.group(2)))
                     self.config[key] = value.group(1) if value else ""
             self.in_setup = not self.file_has_iter
-            return
+            if self.in_setup or stop == end:
+                return
+            pos = stop
         self.tail.append((buf, pos, end, base))
         self.tail_size += end - pos
         while self.tail and self.tail_size - (self.tail[0][2] - self.tail[0][1]) >= self.tail_bytes:
@@ -230,6 +238,12 @@ class Scanner:
                 j += 1
             if self._line(n, total, rest, buf, m.start(), pos, base):
                 last = m
+                if self._fast is not None and not self._layout_without_tflops and self.file_has_iter:
+                    # the rest of the region as every later region (the first region is no longer read line
+                    # by line: about 1,700 lines of a typical log's first 2 MiB; issue 17)
+                    self._last_line(last, buf, pos, base)
+                    self._fast_region(self._fast, buf, m.end(), end, base)
+                    return
         if j < len(steps):
             self.pending = steps[-1][1]
         self._last_line(last, buf, pos, base)
@@ -239,36 +253,46 @@ class Scanner:
         (``ITER_N_RE`` when the region holds no ``\\r``), memory values are read from the joined memory lines, and
         the iteration lines are checked and converted together (:meth:`_add_lines`); when some line does not pass
         there, every line of the region goes through :meth:`_line`, in order."""
-        ns: list[bytes] = []
-        totals: list[bytes] = []
-        rests: list[bytes] = []
-        starts: list[int] = []
-        memory: dict[bytes, list[bytes]] = {b"GB": [], b"MB": []}
         regex = ITER_N_RE if buf.find(b"\r", pos, end) == -1 else ITER_RE
-        for m in regex.finditer(buf, pos, end):
-            unit, mem_rest, n, total, rest = m.groups()
-            if n is not None:
-                ns.append(n)
-                totals.append(total)
-                rests.append(rest)
-                starts.append(m.start())
-            else:
-                memory[unit].append(mem_rest)
-        for unit, lines in memory.items():
-            if lines:
-                self._peak(_MEM_BULK[unit].findall(b"\n".join(lines)), unit)
+        found = regex.findall(buf, pos, end)  # (unit, memory rest, N, M, rest); b"" for a group not taken
+        if not found:
+            return
+        units, mem_rests, ns, totals, rests = (list(c) for c in zip(*found, strict=True))
+        is_iter = list(map(bool, ns))
+        if not all(is_iter):  # memory lines among them
+            for unit in (b"GB", b"MB"):
+                lines = [r for r, u in zip(mem_rests, units, strict=True) if u == unit]
+                if lines:
+                    self._peak(_MEM_BULK[unit].findall(b"\n".join(lines)), unit)
+            ns, totals, rests = (list(compress(c, is_iter)) for c in (ns, totals, rests))
         if not rests:
             return
-        last = None
         if self._add_lines(layout, ns, totals, rests):
-            last = starts[-1]
+            last = self._last_start(regex, buf, pos, end, ns[-1], rests[-1])
         else:
-            for n, total, rest, at in zip(ns, totals, rests, starts, strict=True):
-                if self._line(n, total, rest, buf, at, pos, base):
-                    last = at
+            last = None
+            for m in regex.finditer(buf, pos, end):
+                _, _, n, total, rest = m.groups()
+                if n is not None and self._line(n, total, rest, buf, m.start(), pos, base):
+                    last = m.start()
         if last is not None:
             self.last_off = base + last
             self.last_ts = _timestamp(buf, last, pos) or self.last_ts
+
+    @staticmethod
+    def _last_start(regex: re.Pattern[bytes], buf: bytes, pos: int, end: int, n: bytes, rest: bytes) -> int:
+        """Where the region's last iteration line (``N``, ``rest``) starts: searched from the line that holds the
+        last occurrence of its text, or over the whole region when that line is not it."""
+        at = buf.rfind(rest, pos, end) if rest else -1
+        start = max(pos, buf.rfind(b"\n", pos, at) + 1) if at != -1 else pos
+        for lo in (start, pos):
+            last = None
+            for m in regex.finditer(buf, lo, end):
+                if m.group(3) is not None:
+                    last = m
+            if last is not None and last.group(3) == n and last.group(5) == rest:
+                return last.start()
+        raise AssertionError("the region's last iteration line was found by findall")  # pragma: no cover
 
     def _add_lines(self, layout: _Layout, ns: list[bytes], totals: list[bytes], rests: list[bytes]) -> bool:
         """Append the iteration lines ``iteration N/ M |rest`` when every one of them has ``layout``'s keys and
@@ -356,6 +380,7 @@ class Scanner:
             self.pending = None
         if not self.file_has_iter:
             self.file_has_iter = True
+            self._first_at = at
             self.file_first_iters.append(int(n))
             if self.first_off is None:
                 self.first_off = base + at

@@ -319,9 +319,10 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
     }
 
 
-def render_job(plan: Plan, v: Variant, variant_json: Path) -> str:
+def render_job(plan: Plan, v: Variant, variant_json: Path, scripts: Any = None) -> str:
     """The job script of the variant's first run, rendered by the launcher's own builder (NeMo-Run dry run for
-    Slurm, the LocalExecutor command line locally) so that ``job.sh`` is what would be submitted."""
+    Slurm, the LocalExecutor command line locally) so that ``job.sh`` is what would be submitted. ``scripts``: a
+    :class:`launchers.render.JobScripts`, which renders once per shape (the same text, issue 17)."""
     from launchers.render import render_job_script
     from launchers.spec import RunSpec
 
@@ -332,7 +333,8 @@ def render_job(plan: Plan, v: Variant, variant_json: Path) -> str:
     kwargs: dict[str, Any] = {"title": plan.expansion.preset.name, "label": f"s{v.stage}"}
     if job.cluster.executor == "local":
         kwargs["gpus"] = job.gpus_per_node if plan.mode == "train" else 0
-    return render_job_script(job.cluster, spec, state_dir=(plan.out_dir / "nemo_run").resolve(), **kwargs)
+    render = scripts.render if scripts is not None else render_job_script
+    return render(job.cluster, spec, state_dir=(plan.out_dir / "nemo_run").resolve(), **kwargs)
 
 
 def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
@@ -376,8 +378,11 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
     import shutil
     import tempfile
 
+    from launchers.render import JobScripts
+
     files: list[tuple[Path, str]] = []
     scratch = Path(tempfile.mkdtemp(prefix="moe-plan-")).resolve()
+    scripts = JobScripts()  # one NeMo-Run dry run per shape, the same text (issue 17)
     try:
         tmp = SweepDir(scratch)
         for v in plan.variants:
@@ -387,9 +392,10 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
             files.append((sd.variant_json(v.name), text))
             if render:
                 write_text(tmp.variant_json(v.name), text)
-                script = render_job(plan, v, tmp.variant_json(v.name))
+                script = render_job(plan, v, tmp.variant_json(v.name), scripts)
                 files.append((sd.job_sh(v.name), script.replace(str(scratch), str(sd.root.resolve()))))
     finally:
+        scripts.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return files
 

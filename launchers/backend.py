@@ -24,6 +24,7 @@ from launchers.errors import SchedulerError
 from launchers.procenv import environ
 from launchers.shell import Shell
 from launchers.spec import RunSpec
+from launchers.validate_batch import ValidateBatch
 
 
 class Backend(Protocol):
@@ -63,6 +64,9 @@ def run_spec(sweep_dir: Path, ref: RunRef, mode: str, hold_s: float) -> RunSpec:
                    attempt=ref.attempt, repeat=ref.repeat, mode=mode, hold_s=hold_s or None)
 
 
+SHARED_POLL_S = 2.0  # seconds between NeMo-Run status queries of a local validate batch
+
+
 class LocalBackend:
     """NeMo-Run ``LocalExecutor`` on this machine, one run at a time (validate mode: one process, no torchrun)."""
 
@@ -78,14 +82,35 @@ class LocalBackend:
         self._exps: dict[str, Any] = {}
         self._tasks: dict[str, Any] = {}
         self._scripts: dict[str, str] = {}
+        # validate mode without a hold: the runs of one launch share one process (set by the conductor)
+        self.batch_validate = False
+        self._batch_of: dict[str, ValidateBatch] = {}
+        self._batch_key: dict[int, str] = {}
+        self._shared_seen: dict[str, JobState] = {}
+        self._shared_at: dict[str, float] = {}
 
     def _home(self) -> Path:
         return self.sweep_dir / "nemo_run"
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobHandle]:
+        if mode == "validate" and self.batch_validate and refs and not self.hold_s:
+            return self._launch_batch(refs, stage)
         gpus = self.gpus if mode == "train" else 0
         return {ref.task: self.submit_item(ref.task, run_spec(self.sweep_dir, ref, mode, self.hold_s), f"s{stage}",
                                            gpus) for ref in refs}
+
+    def _launch_batch(self, refs: list[RunRef], stage: int) -> dict[str, JobHandle]:
+        """Every run of ``refs`` validated by one process (:mod:`experiments.payload.validate_runs`): the libraries
+        are imported once, not once per run (about 4 s each); each run keeps its own log, effective_config.json
+        and exit code (:class:`launchers.validate_batch.ValidateBatch`)."""
+        key = f"validate-s{stage}-{time.time_ns()}"
+        batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs)
+        handle = self.submit_item(key, batch.command(), f"s{stage}", 0)
+        for ref in refs:
+            self._batch_of[ref.task] = batch
+        self._batch_key[id(batch)] = key
+        return {ref.task: JobHandle(ref.task, handle.job_id, job_dir=str(batch.folder(ref)), script=handle.script)
+                for ref in refs}
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
         """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""
@@ -118,28 +143,57 @@ class LocalBackend:
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
         out = {}
+        shared: dict[str, JobState] = {}
         for ref in refs:
-            exp = self._exps.get(ref.task)
-            if exp is None:
-                out[ref.task] = JobState("lost", reason="not launched by this process")
-                continue
-            info = (exp.status(return_dict=True) or {}).get(self._tasks[ref.task].name, {})
-            app = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
-            status = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled",
-                      "RUNNING": "running", "PENDING": "submitted", "SUBMITTED": "submitted"}.get(app, "running")
-            out[ref.task] = JobState(status, job_id=exp._id, state=app,
-                                     exit_code=0 if status == "succeeded" else None)
+            batch = self._batch_of.get(ref.task)
+            if batch is not None:
+                key = self._batch_key[id(batch)]
+                if key not in shared:
+                    shared[key] = self._shared_state(key, batch)
+                out[ref.task] = batch.state(ref, shared[key])
+            else:
+                out[ref.task] = self._job_state(ref.task)
         return out
 
+    def _shared_state(self, key: str, batch: ValidateBatch) -> JobState:
+        """The validate batch's job state, asked of NeMo-Run (about 0.5 s a query here) at most every
+        ``SHARED_POLL_S`` seconds while runs of it are unfinished, and not at all once every run has its exit file
+        (each run's own file says how it ended)."""
+        last = self._shared_seen.get(key)
+        if last is None:  # just started
+            last = JobState("running", job_id=self._exps[key]._id, state="RUNNING")
+            self._shared_seen[key], self._shared_at[key] = last, time.monotonic()
+        if last.final or batch.all_done():
+            return last
+        if time.monotonic() - self._shared_at[key] >= SHARED_POLL_S:
+            last = self._job_state(key)
+            self._shared_seen[key], self._shared_at[key] = last, time.monotonic()
+        return last
+
+    def _job_state(self, key: str) -> JobState:
+        exp = self._exps.get(key)
+        if exp is None:
+            return JobState("lost", reason="not launched by this process")
+        info = (exp.status(return_dict=True) or {}).get(self._tasks[key].name, {})
+        app = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
+        status = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled",
+                  "RUNNING": "running", "PENDING": "submitted", "SUBMITTED": "submitted"}.get(app, "running")
+        return JobState(status, job_id=exp._id, state=app, exit_code=0 if status == "succeeded" else None)
+
     def cancel(self, ref: RunRef) -> None:
-        exp = self._exps.get(ref.task)
+        """Cancel the run's job (a validate batch's one job: every unfinished run of it)."""
+        batch = self._batch_of.get(ref.task)
+        key = self._batch_key[id(batch)] if batch is not None else ref.task
+        exp = self._exps.get(key)
         if exp is not None:
             try:
-                exp.cancel(self._tasks[ref.task].name)
+                exp.cancel(self._tasks[key].name)
             except Exception:  # noqa: BLE001 - cancelling a finished local job is harmless
                 pass
 
     def log_files(self, ref: RunRef) -> list[Path]:
+        if ref.task in self._batch_of:
+            return self._batch_of[ref.task].log_files(ref)
         task = self._tasks.get(ref.task)
         root = Path(task.job_dir) if task is not None else None
         files = sorted(root.rglob("*.log")) if root and root.exists() else []
@@ -149,11 +203,14 @@ class LocalBackend:
         return combined or files
 
     def payload_out(self, ref: RunRef) -> Path:
+        if ref.task in self._batch_of:
+            return self._batch_of[ref.task].out_dir(ref)
         task = self._tasks.get(ref.task)
         return Path(task.job_dir) / "out" if task is not None else self._home() / "missing"
 
     def script(self, ref: RunRef) -> str | None:
-        return self._scripts.get(ref.task)
+        batch = self._batch_of.get(ref.task)
+        return self._scripts.get(self._batch_key[id(batch)] if batch is not None else ref.task)
 
 
 class SlurmBackend:

@@ -12,13 +12,15 @@ from contracts.exits import ExitCode
 from contracts.manifest import Manifest
 from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
-from experiments.conductor.backends import make_backend
-from experiments.conductor.drive import Round, drive
 from experiments.conductor.progress import Display, RunView, read_tail, update_from_log
+
+# experiments.conductor.drive (and through it the analysis, about 0.5 s of imports) and the backends are imported by
+# the actions that use them: ``action=status`` needs neither (issue 17)
 
 
 def run_new(plan, argv: list[str]) -> int:
     """``action=run`` for a new sweep: write the plan, then submit, track, collect and analyse."""
+    from experiments.conductor.drive import drive
     from experiments.plan import analysis_options, write_plan
     from experiments.report_plan import print_plan
 
@@ -65,6 +67,8 @@ def run_action(action: str, argv: list[str]) -> int:
     analysis = {**(m.config.get("analysis") or {}),
                 **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in given(argv, "analysis")}}
     options = analysis_options({"analysis": analysis}, settings.hang_min_s)
+    from experiments.conductor.drive import drive
+
     return drive(sd, settings, options, resume=True, collect_only=action == "collect", history=history)
 
 
@@ -149,12 +153,15 @@ def show_status(sd: SweepDir) -> int:
                     logs = backend.log_files(ref)
             update_from_log(view, read_tail(logs))
             views.append(view)
-    Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})").close(views)
+    Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})", static=True).close(views)
     return rc
 
 
 def cancel_sweep(sd: SweepDir) -> int:
     """``action=cancel``: cancel every unfinished job of the sweep and mark it cancelled, in one manifest write."""
+    from experiments.conductor.backends import make_backend
+    from experiments.conductor.drive import Round
+
     m = Manifest.load(sd)
     backend = make_backend(sd, m, strict=False)  # cancelling needs no secret values
     rnd = Round()

@@ -247,6 +247,7 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
     limit = sw.backend.max_concurrent or len(refs)
     time_limit = _time_limit_s(m)
     outage = Outage()
+    polls = 0
     while queue or active:
         if queue and len(active) < limit:
             take = queue[: limit - len(active)]
@@ -265,7 +266,16 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
         rnd.commit(sw.sd)
         sw.display.update(list(sw.views.values()))
         if queue or active:
-            time.sleep(sw.settings.poll_s)
+            polls += 1
+            time.sleep(poll_interval(sw, polls))
+
+
+def poll_interval(sw: Sweep, polls: int) -> float:
+    """Seconds before poll ``polls + 1``: ``poll_s`` on Slurm; locally 0.1 s, doubling up to ``poll_s`` (a local
+    validate run ends within seconds: a fixed 2 s wait added up to 2 s to each; issue 17)."""
+    if sw.backend.enforce_time_limit:  # the local backend (the conductor enforces its time limit)
+        return min(sw.settings.poll_s, 0.1 * 2 ** min(polls - 1, 10))
+    return sw.settings.poll_s
 
 
 def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunRef]:
