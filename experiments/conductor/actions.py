@@ -122,6 +122,7 @@ def show_status(sd: SweepDir) -> int:
     collected copy when there is one, else the job folder (over SSH: fetched from the cluster). Returns 0, or 5
     when the scheduler cannot be asked (the table then shows the recorded states).
     """
+    from experiments.conductor.backends import make_backend
     from launchers.errors import SchedulerError
 
     m = Manifest.load(sd)
