@@ -253,10 +253,10 @@ def parse_files(paths: Sequence[str | Path], *, tail_bytes: int = TAIL_BYTES) ->
 
 def _read(scanner: Scanner, fh, name: str, tail_bytes: int) -> tuple[int, bool]:
     """Feed one open file to ``scanner``: (bytes read, whether its end_file has run). A file of at least
-    ``split.SPLIT_MIN_BYTES`` on a machine with 2 CPUs or more is scanned in two halves at once
+    ``split.SPLIT_MIN_BYTES``, in a process of one Python thread on 2 CPUs or more (:func:`split.can_fork`), is scanned in two halves at once
     (:mod:`analysis.split`); otherwise, or when the halves cannot be joined, in one pass here."""
     size = os.fstat(fh.fileno()).st_size
-    cut = split.cut_offset(fh, size, tail_bytes) if size >= split.SPLIT_MIN_BYTES and split.cores() >= 2 else None
+    cut = split.cut_offset(fh, size, tail_bytes) if size >= split.SPLIT_MIN_BYTES and split.can_fork() else None
     child = split.start_second_half(name, cut, size, scanner.base, tail_bytes, CHUNK_BYTES) if cut else None
     read = 0
     while (want := CHUNK_BYTES if cut is None else min(CHUNK_BYTES, cut - read)) and (chunk := fh.read(want)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,12 @@ from analysis.grammar import _make_layout
 from analysis.scanner import Scanner
 
 SPLIT_MIN_BYTES = 8 << 20  # smaller files: one process (a fork and the join cost about 10-20 ms)
+
+
+def can_fork() -> bool:
+    """True when this process runs one Python thread (a fork copies only the calling thread: a lock another
+    thread holds, such as a live display's, would stay held in the child) and 2 CPUs or more are allowed."""
+    return threading.active_count() == 1 and cores() >= 2
 
 
 def cores() -> int:

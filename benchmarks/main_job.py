@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from parse import baseline_tree  # noqa: E402  (benchmarks/parse.py)
 
 
 def once(tree: Path, work: Path) -> tuple[float, int, int, int]:
@@ -50,8 +53,7 @@ def main() -> int:
         if a.against:
             base = work / "base"
             base.mkdir()
-            archive = subprocess.run(["git", "archive", a.against], cwd=REPO, capture_output=True, check=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+            baseline_tree(a.against, base, ".")
             trees.append((a.against, base))
         rows: dict[str, list[tuple[float, int, int, int]]] = {label: [] for label, _ in trees}
         for _ in range(a.repeats):

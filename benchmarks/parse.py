@@ -118,10 +118,12 @@ def measure(path: Path, repeats: int, roots: list[Path]) -> list[dict]:
     return [_median(r) for r in runs]
 
 
-def baseline_tree(rev: str, folder: Path) -> Path:
-    """The ``analysis`` package of git revision ``rev`` extracted under ``folder`` (raises CalledProcessError with
-    git's message for an unknown revision)."""
-    archive = subprocess.run(["git", "archive", rev, "analysis"], cwd=REPO, capture_output=True, check=True).stdout
+def baseline_tree(rev: str, folder: Path, *paths: str) -> Path:
+    """``paths`` of git revision ``rev`` (default the ``analysis`` package; none given with ``folder`` alone: use
+    ``"."`` for the whole tree) extracted under ``folder``; raises CalledProcessError with git's message for an
+    unknown revision. Shared by the benchmarks' ``--against``."""
+    archive = subprocess.run(["git", "archive", rev, *(paths or ("analysis",))], cwd=REPO, capture_output=True,
+                             check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
 

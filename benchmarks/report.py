@@ -23,14 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from parse import generate  # noqa: E402  (benchmarks/parse.py: the same typical log)
-
-
-def tree(rev: str, folder: Path) -> Path:
-    archive = subprocess.run(["git", "archive", rev, "analysis", "contracts"], cwd=REPO, capture_output=True,
-                             check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    return folder
+from parse import baseline_tree, generate  # noqa: E402  (benchmarks/parse.py: the same typical log)
 
 
 def once(root: Path, log: Path, out: Path) -> float:
@@ -59,7 +52,8 @@ def main() -> int:
         if not log.exists():
             generate(log, a.mb << 20, others=True)
         mb = log.stat().st_size / (1 << 20)
-        roots = [REPO] + ([tree(a.against, Path(tempfile.mkdtemp(dir=work)))] if a.against else [])
+        roots = [REPO] + ([baseline_tree(a.against, Path(tempfile.mkdtemp(dir=work)), "analysis", "contracts")]
+                          if a.against else [])
         walls: list[list[float]] = [[] for _ in roots]
         bare = []
         for _ in range(a.repeats):

@@ -24,6 +24,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from parse import baseline_tree  # noqa: E402  (benchmarks/parse.py)
 
 LINE = ("[2026-11-29 15:00:00] iteration {i:8d}/    1000 | consumed samples: {cs:12d} | elapsed time per iteration "
         "(ms): 5300.0 | throughput per GPU (TFLOP/s/GPU): 243.6 | lm loss: 1.800000E+00 | grad norm: 1.000 |\n")
@@ -79,8 +82,7 @@ def main() -> int:
         if a.against:
             base = work / "base"
             base.mkdir()
-            archive = subprocess.run(["git", "archive", a.against], cwd=REPO, capture_output=True, check=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+            baseline_tree(a.against, base, ".")
             trees.append(base)
         times: list[list[float]] = [[] for _ in trees]
         bare = []

@@ -62,7 +62,7 @@ def one_pass(monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.parametrize("case", ["plain", "markers", "damaged", "no_tflops", "restarts"])
 def test_two_halves_equal_one_pass(case: str, tmp_path: Path, one_pass, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(split, "cores", lambda: 2)
+    monkeypatch.setattr(split, "can_fork", lambda: True)
     kw: dict = {}
     middle = end = []
     if case == "markers":
@@ -86,10 +86,27 @@ def test_two_halves_equal_one_pass(case: str, tmp_path: Path, one_pass, monkeypa
 
 def test_the_fork_is_used_and_joined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(split, "cores", lambda: 2)
+    monkeypatch.setattr(split, "can_fork", lambda: True)
     joined = []
     real = split.join
     monkeypatch.setattr(split, "join", lambda *a: joined.append(1) or real(*a))
     path = _write(tmp_path / "a.log", 6000)
     log = parse.parse_files([path])
     assert joined == [1] and len(log.series) == 6000 and log.bytes_read == path.stat().st_size
+
+
+def test_no_fork_while_another_thread_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(split, "SPLIT_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(split, "cores", lambda: 2)
+    monkeypatch.setattr(split, "start_second_half", lambda *a: pytest.fail("forked with another thread running"))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not split.can_fork()
+        assert len(parse.parse_files([_write(tmp_path / "a.log", 3000)]).series) == 3000
+    finally:
+        stop.set()
+        other.join()
