@@ -179,6 +179,13 @@ def compose_overrides(overrides: list[str]) -> Composed:
                 fixed_ov.append(f"{'+' if adding else ''}{key}={first}")
             else:
                 fixed_ov.append(text)
+        if any(adding for _, _, _, adding in value_overrides):
+            # Hydra takes '+key=' anywhere, so a new key is checked before it is composed in (issue 13: '+modle=' was
+            # accepted and ignored); only commands that add keys pay for this second composition
+            probe = _compose(choices, [])
+            for key, _, _, adding in value_overrides:
+                if adding:
+                    _check_key(probe, key, adding)
         try:
             configs[tuple(sorted(combo.items()))] = _compose(choices, fixed_ov)
         except ConfigError:
