@@ -252,9 +252,13 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
         if queue and len(active) < limit:
             take = queue[: limit - len(active)]
             del queue[: len(take)]
-            for block in dict.fromkeys(r.repeat for r in take):  # one launch per block, in the recorded order
-                batch = [r for r in take if r.repeat == block]
-                active += _launch(sw, rnd, batch, min(stage_of[r.variant] for r in batch))
+            if getattr(sw.backend, "batch_validate", False):
+                # local validate mode: one process checks every run, block after block in the recorded order
+                active += _launch(sw, rnd, take, min(stage_of[r.variant] for r in take))
+            else:
+                for block in dict.fromkeys(r.repeat for r in take):  # one launch per block, in the recorded order
+                    batch = [r for r in take if r.repeat == block]
+                    active += _launch(sw, rnd, batch, min(stage_of[r.variant] for r in batch))
         if detach and not queue:
             rnd.commit(sw.sd)
             sw.display.update(list(sw.views.values()))

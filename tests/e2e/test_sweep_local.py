@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from experiments.sweep import main
@@ -109,10 +110,13 @@ def test_blocks_and_control_arm_on_the_local_executor(tmp_path):
     assert all(set(b["order"]) == {"a2a.ovl0.dw0", "a2a.ovl0.dw0.ctl", "a2a.ovl1.dw0"} for b in m["blocks"])
     v = {x["name"]: x for x in m["variants"]}
     assert v["a2a.ovl0.dw0.ctl"]["role"] == "control"
-    submitted = sorted((a["submitted"], a["finished"], x["name"], a["repeat"]) for x in m["variants"]
-                       for a in x["attempts"])
-    assert [(n, r) for _, _, n, r in submitted] == [(r["variant"], r["repeat"]) for r in m["runs"]]
-    assert all(a[1] <= b[0] for a, b in zip(submitted, submitted[1:], strict=False))  # one at a time
+    # validate mode checks the runs in one process (issue 17), in the recorded order: one job for all of them
+    att = {(x["name"], a["repeat"]): a for x in m["variants"] for a in x["attempts"]}
+    assert set(att) == {(r["variant"], r["repeat"]) for r in m["runs"]}
+    assert len({a["job_id"] for a in att.values()}) == 1
+    order = json.loads(next((out / "nemo_run" / "validate").glob("*/runs.json")).read_text())
+    tasks = [re.match(r"^(.*)\.r(\d+)\.a\d+$", Path(r["log"]).stem).groups() for r in order["runs"]]
+    assert [(n, int(k)) for n, k in tasks] == [(r["variant"], r["repeat"]) for r in m["runs"]]
     summary = json.loads((out / "report" / "summary.json").read_text())
     assert {(r["variant"], r["repeat"]) for r in summary["runs"]} == {(r["variant"], r["repeat"]) for r in m["runs"]}
     assert len(summary["design"]["blocks"]) == 2
