@@ -54,8 +54,9 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        """Task name of this run in NeMo-Run and Slurm: ``<variant>-a<attempt>``."""
-        return f"{self.variant}-a{self.attempt}"
+        """Task name of this run in NeMo-Run and Slurm: ``<variant>-a<attempt>`` for repeat 0,
+        ``<variant>-r<repeat>-a<attempt>`` for the others (attempts are numbered per repeat)."""
+        return f"{self.variant}-a{self.attempt}" if self.repeat == 0 else f"{self.variant}-r{self.repeat}-a{self.attempt}"
 
     def payload_args(self, variant_json: str, out_dir: str) -> list[str]:
         """Arguments after ``python`` for this run, given where the job sees its variant.json and output folder."""
