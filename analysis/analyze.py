@@ -206,11 +206,12 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         latest = {a.repeat: a for a in ordered}
         for a in ordered:
             ref = a.ref(v.name)
-            adir = sd.attempt_dir(ref)
-            ldir = sd.root / a.log_dir if a.log_dir else sd.logs(ref)
+            # the folder the conductor recorded (a sweep from before issue 13 numbered attempts per variant)
+            adir = (sd.root / a.log_dir).parent if a.log_dir else sd.attempt_dir(ref)
+            ldir = adir / "logs"
             files = log_files(ldir) if ldir.is_dir() else []
             try:
-                effective = read_json(sd.effective_config(ref))
+                effective = read_json(adir / "effective_config.json")
             except (OSError, ValueError):
                 effective = None
             a2a_ms = _profile_a2a_ms(adir / "profile.json")
@@ -228,11 +229,11 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             if breakdown:
                 r = _replace(r, step_breakdown=breakdown)
             if write_run_json and adir.is_dir():
-                write_json(sd.run_json(ref), r.to_run_json(), strict=True)
+                write_json(adir / "run.json", r.to_run_json(), strict=True)
             if latest.get(a.repeat) is a:
                 runs.append(r)
             else:
-                notes.append(f"{v.name} attempt-{a.attempt} superseded by a later attempt ({r.status}"
+                notes.append(f"{v.name}{f'.r{a.repeat}' if multi else ''} attempt-{a.attempt} superseded by a later attempt ({r.status}"
                              + (f": {r.reason})" if r.reason else ")"))
     design_doc = manifest.design or None
     design = Design.from_manifest(design_doc, options.practical_threshold)

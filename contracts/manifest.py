@@ -130,18 +130,20 @@ class VariantEntry:
         if new:
             self.variant = replace(self.variant, adjustments=self.variant.adjustments + new)
 
-    def attempt(self, k: int) -> Attempt:
+    def attempt(self, k: int, repeat: int | None = None) -> Attempt:
+        """Attempt ``k`` (of ``repeat`` when given: attempts are numbered per repeat). Raises KeyError."""
         for a in self.attempts:
-            if a.attempt == k:
+            if a.attempt == k and (repeat is None or a.repeat == repeat):
                 return a
         raise KeyError(f"attempt {k} of {self.name} is not in the manifest; attempts: "
                        + (", ".join(str(a.attempt) for a in self.attempts) or "none"))
 
     def new_attempt(self, repeat: int) -> Attempt:
-        """Append a ``planned`` attempt numbered previous max + 1 for ``repeat``; return it."""
-        k = max((a.attempt for a in self.attempts), default=0) + 1
+        """Append a ``planned`` attempt of ``repeat``, numbered that repeat's previous max + 1 (a repeat is a
+        repeat, an attempt a retry: repeats 0-2 of a nightly are each attempt 1); return it."""
+        k = max((a.attempt for a in self.attempts if a.repeat == repeat), default=0) + 1
         ref = RunRef(self.name, repeat, k)
-        a = Attempt(attempt=k, repeat=repeat, log_dir=f"variants/{self.name}/attempt-{k}/logs", task=ref.task)
+        a = Attempt(attempt=k, repeat=repeat, log_dir=f"variants/{self.name}/{ref.folder}/logs", task=ref.task)
         self.attempts.append(a)
         return a
 
@@ -218,7 +220,7 @@ class Manifest:
                        + ", ".join(v.name for v in self.variants))
 
     def attempt(self, ref: RunRef) -> Attempt:
-        return self.variant(ref.variant).attempt(ref.attempt)
+        return self.variant(ref.variant).attempt(ref.attempt, ref.repeat)
 
     def latest_attempts(self) -> dict[tuple[str, int], Attempt]:
         """(variant, repeat) -> its latest attempt (the one that counts)."""

@@ -180,10 +180,11 @@ def canonical_field(key: str, value: Any) -> Any:
 
 @dataclass(frozen=True, order=True)
 class RunRef:
-    """One attempt of one run: variant name, repeat index (0-based) and attempt number (1-based, per variant).
+    """One attempt of one run: variant name, repeat index (0-based) and attempt number (1-based, per run: a repeat
+    is a repeat, an attempt is a retry of that repeat; issue 13).
 
     This is the one name of a run everywhere: its NeMo-Run task and Slurm job name is :attr:`task`
-    (``<variant>.r<repeat>.a<attempt>``), its folder ``variants/<variant>/attempt-<attempt>/`` (SweepDir).
+    (``<variant>.r<repeat>.a<attempt>``), its folder ``variants/<variant>/<folder>/`` (SweepDir, :attr:`folder`).
     """
 
     variant: str
@@ -194,6 +195,11 @@ class RunRef:
     def task(self) -> str:
         """NeMo-Run task / Slurm job name: ``<variant>.r<repeat>.a<attempt>`` (safe characters only)."""
         return f"{self.variant}.r{self.repeat}.a{self.attempt}"
+
+    @property
+    def folder(self) -> str:
+        """The attempt folder's name: ``attempt-<k>`` for repeat 0, ``r<repeat>-attempt-<k>`` for the others."""
+        return f"attempt-{self.attempt}" if self.repeat == 0 else f"r{self.repeat}-attempt-{self.attempt}"
 
     @property
     def run_key(self) -> tuple[str, int]:

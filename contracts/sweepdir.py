@@ -7,7 +7,7 @@ job's. No stage builds a path of the sweep folder by hand.
       preflight/                          the container preflight job's output (conductor)
       variants/<variant>/variant.json     planner
       variants/<variant>/job.sh           planner (as it would be submitted), conductor (as submitted, latest)
-      variants/<variant>/attempt-<k>/     conductor: job.sh, logs/, effective_config.json (copied); analysis: run.json
+      variants/<variant>/attempt-<k>/     (r<repeat>-attempt-<k>/ for repeats > 0) conductor: job.sh, logs/, effective_config.json (copied); analysis: run.json
       report/                             analysis: summary.json, report.md, report.html, *.png;
                                           conductor: history.json, history.html
 """
@@ -70,7 +70,7 @@ class SweepDir:
 
     # one attempt
     def attempt_dir(self, ref: RunRef) -> Path:
-        return self.variant_dir(ref.variant) / f"attempt-{ref.attempt}"
+        return self.variant_dir(ref.variant) / ref.folder
 
     def attempt_job_sh(self, ref: RunRef) -> Path:
         return self.attempt_dir(ref) / "job.sh"
@@ -80,7 +80,7 @@ class SweepDir:
 
     def log_dir_rel(self, ref: RunRef) -> str:
         """``logs`` relative to the root, as the manifest's ``log_dir`` records it."""
-        return f"variants/{ref.variant}/attempt-{ref.attempt}/logs"
+        return f"variants/{ref.variant}/{ref.folder}/logs"
 
     def effective_config(self, ref: RunRef) -> Path:
         return self.attempt_dir(ref) / "effective_config.json"
@@ -90,7 +90,7 @@ class SweepDir:
 
     def run_jsons(self) -> Iterator[Path]:
         """Every ``run.json`` written by the analysis so far."""
-        return self.variants.glob("*/attempt-*/run.json")
+        return self.variants.glob("*/*attempt-*/run.json")
 
     # the report (analysis) and history (conductor)
     @property

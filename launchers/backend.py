@@ -273,14 +273,14 @@ class SlurmBackend:
 
         if self.remote or self.pack or not refs:  # packed steps share one allocation's name: not looked up
             return {}
-        names = {f"{JOB_NAME_PREFIX}{r.variant}-a{r.attempt}": r for r in refs}
+        names = {f"{JOB_NAME_PREFIX}{run_spec(self.sweep_dir, r, 'train', 0).name}": r for r in refs}
         out: dict[str, JobHandle] = {}
         for name, (job_id, script_path) in find_by_name(list(names), self._shell()).items():
             sbatch = Path(script_path)
             if self.sweep_dir not in sbatch.parents:
                 continue
             ref = names[name]
-            job_dir = sbatch.parent / f"{ref.variant}-a{ref.attempt}"  # the task folder beside its sbatch script
+            job_dir = sbatch.parent / sbatch.name.removesuffix("_sbatch.sh")  # the task folder beside its script
             script = sbatch.read_text() if sbatch.is_file() else None
             self._subs[ref.task] = out[ref.task] = JobHandle(ref.task, job_id, job_dir=str(job_dir), script=script)
             self._submitted_at[ref.task] = time.time() - 3600

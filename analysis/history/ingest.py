@@ -23,7 +23,8 @@ from typing import Any
 
 from analysis.history.errors import HistoryInputError
 from analysis.history.records import NightInput, RunRecord, Series, SpeedupRecord, SweepInfo
-from contracts.records import group_key
+from contracts.records import RunRef, group_key
+from contracts.sweepdir import SweepDir
 
 SUMMARY_SCHEMA_VERSION = 1
 
@@ -156,7 +157,10 @@ def _step_times(run: dict[str, Any], sweep_dir: Path | None, where: str) -> tupl
     """Per-iteration step times (ms) of one run and where they came from (None when absent)."""
     values, origin = run.get("step_times_ms"), where
     if values is None and sweep_dir is not None:
-        path = sweep_dir / "variants" / str(run.get("variant")) / f"attempt-{run.get('attempt', 1)}" / "run.json"
+        ref = RunRef(str(run.get("variant")), int(run.get("repeat") or 0), int(run.get("attempt") or 1))
+        path = SweepDir(sweep_dir).run_json(ref)
+        if not path.is_file():  # a sweep from before issue 13: attempts numbered per variant, one folder each
+            path = sweep_dir / "variants" / ref.variant / f"attempt-{ref.attempt}" / "run.json"
         if path.is_file():
             values, origin = _read_json(path, "run.json").get("step_times_ms"), str(path)
     if values is None:

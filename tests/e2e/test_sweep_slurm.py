@@ -187,6 +187,13 @@ def test_nightly_submits_detached_and_collect_records_history(tmp_path):
     assert main([*BASE, "action=collect", f"sweep_id={sid}", f"output_dir={out}", f"history.url=sqlite:///{db}"]) == 0
     v = _variants(out)
     assert all(len(v[n]["attempts"]) == 3 for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0"))
+    # a repeat is a repeat, an attempt a retry (issue 13): r0-r2 are each attempt 1, in their own folders
+    for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0"):
+        assert [(a["repeat"], a["attempt"]) for a in v[n]["attempts"]] == [(0, 1), (1, 1), (2, 1)]
+        for d in ("attempt-1", "r1-attempt-1", "r2-attempt-1"):
+            assert (out / "variants" / n / d / "effective_config.json").is_file()
+    names = {r["name"] for r in json.loads((out / "report" / "summary.json").read_text())["runs"]}
+    assert {"a2a.ovl0.dw0.r0", "a2a.ovl0.dw0.r1", "a2a.ovl0.dw0.r2"} <= names
     assert db.exists() and (out / "report" / "history.json").exists() and (out / "report" / "history.html").exists()
     import sqlite3
 
