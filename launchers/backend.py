@@ -259,7 +259,7 @@ class SlurmBackend:
 
     def find_submitted(self, refs: list[RunRef]) -> dict[str, JobHandle]:
         """Jobs of ``refs`` that the scheduler has although the caller never recorded them (the conductor died
-        between sbatch and its manifest write): looked up by Slurm job name (``moe.<variant>-a<attempt>``) in
+        between sbatch and its manifest write): looked up by Slurm job name (``moe.`` + :attr:`RunRef.task`) in
         squeue and sacct, and kept only when the job's working folder lies inside this sweep's ``nemo_run/`` (other
         sweeps use the same names): the batch script sbatch was given lies inside this sweep folder (NeMo-Run's home
         is in it). One squeue and one sacct call. Found jobs are adopted. Login node only: over

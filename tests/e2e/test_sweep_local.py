@@ -34,7 +34,7 @@ def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
     for name in ("a2a.ovl0.dw0", "a2a.ovl1.dw0", "a2a.ovl1.dw1"):
         (a,) = v[name]["attempts"]
         assert a["status"] == "succeeded", (name, a)
-        adir = out / "variants" / name / "attempt-1"
+        adir = (out / a["log_dir"]).parent  # a gated arm runs in a block of its own: its repeat is that block
         eff = json.loads((adir / "effective_config.json").read_text())
         assert eff["checks"]["verdict"] == "pass" and eff["versions"]["megatron_core"].startswith("0.19")
         assert list((adir / "logs").iterdir()) and (adir / "job.sh").read_text().startswith("#!/bin/bash")

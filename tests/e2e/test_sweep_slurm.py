@@ -55,7 +55,7 @@ def test_isolation_sweep_on_slurm_validates_and_follows_gates(tmp_path):
     for n in kept:
         (a,) = v[n]["attempts"]
         assert a["status"] == "succeeded" and a["job_id"].isdigit()
-        adir = out / "variants" / n / "attempt-1"
+        adir = (out / a["log_dir"]).parent  # a gated arm runs in a block of its own: its repeat is that block
         assert (adir / "effective_config.json").exists()
         assert any(p.name.startswith("log-") for p in (adir / "logs").iterdir())
         assert "#SBATCH --partition=debug" in (adir / "job.sh").read_text()
@@ -181,7 +181,9 @@ def test_nightly_submits_detached_and_collect_records_history(tmp_path):
     assert main(args) == 0
     m = _m(out)
     order = [(r["variant"], r["repeat"]) for r in m["runs"]]
-    assert [r for _, r in order] == [0, 0, 1, 1, 2, 2] and order[0][0] == order[2][0] == order[4][0]
+    # interleaved blocks (issue 15): every arm once per block, in each block's recorded random order
+    assert [r for _, r in order] == [0, 0, 1, 1, 2, 2]
+    assert [n for n, _ in order] == [n for b in m["blocks"] for n in b["order"]]
     assert all(a["status"] in ("submitted", "running") for v in m["variants"] for a in v["attempts"])
     sid = m["sweep_id"]
     assert main([*BASE, "action=collect", f"sweep_id={sid}", f"output_dir={out}", f"history.url=sqlite:///{db}"]) == 0
