@@ -88,6 +88,7 @@ class LocalBackend:
         self._batch_key: dict[int, str] = {}
         self._shared_seen: dict[str, JobState] = {}
         self._shared_at: dict[str, float] = {}
+        self._follow: ValidateBatch | None = None  # the validate process that takes later launches
 
     def _home(self) -> Path:
         return self.sweep_dir / "nemo_run"
@@ -102,15 +103,32 @@ class LocalBackend:
     def _launch_batch(self, refs: list[RunRef], stage: int) -> dict[str, JobHandle]:
         """Every run of ``refs`` validated by one process (:mod:`experiments.payload.validate_runs`): the libraries
         are imported once, not once per run (about 4 s each); each run keeps its own log, effective_config.json
-        and exit code (:class:`launchers.validate_batch.ValidateBatch`)."""
-        key = f"validate-s{stage}-{time.time_ns()}"
-        batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs)
-        handle = self.submit_item(key, batch.command(), f"s{stage}", 0)
+        and exit code (:class:`launchers.validate_batch.ValidateBatch`). A later launch (a gated stage) goes to
+        the same process while it still follows, so one process validates the whole sweep."""
+        live = self._follow
+        if live is not None and not self._shared_seen[self._batch_key[id(live)]].final and live.hand_over(refs):
+            batch, key = live, self._batch_key[id(live)]
+            handle = JobHandle(key, self._shared_seen[key].job_id or "", script=self._scripts[key])
+        else:
+            key = f"validate-s{stage}-{time.time_ns()}"
+            batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs)
+            handle = self.submit_item(key, batch.command(), f"s{stage}", 0)
+            self._batch_key[id(batch)] = key
+            self._shared_seen[key] = JobState("running", job_id=handle.job_id, state="RUNNING")
+            self._shared_at[key] = time.monotonic()
+            if live is not None:
+                live.finish()
+            self._follow = batch
         for ref in refs:
             self._batch_of[ref.task] = batch
-        self._batch_key[id(batch)] = key
         return {ref.task: JobHandle(ref.task, handle.job_id, job_dir=str(batch.folder(ref)), script=handle.script)
                 for ref in refs}
+
+    def finish(self) -> None:
+        """End the local validate process that waits for more runs (the sweep has launched everything)."""
+        if self._follow is not None:
+            self._follow.finish()
+            self._follow = None
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
         """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""
@@ -159,10 +177,7 @@ class LocalBackend:
         """The validate batch's job state, asked of NeMo-Run (about 0.5 s a query here) at most every
         ``SHARED_POLL_S`` seconds while runs of it are unfinished, and not at all once every run has its exit file
         (each run's own file says how it ended)."""
-        last = self._shared_seen.get(key)
-        if last is None:  # just started
-            last = JobState("running", job_id=self._exps[key]._id, state="RUNNING")
-            self._shared_seen[key], self._shared_at[key] = last, time.monotonic()
+        last = self._shared_seen[key]
         if last.final or batch.all_done():
             return last
         if time.monotonic() - self._shared_at[key] >= SHARED_POLL_S:

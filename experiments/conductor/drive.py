@@ -78,6 +78,8 @@ class Sweep:
     started: dict[str, float] = field(default_factory=dict)
 
     def close(self) -> None:
+        """Stop the live display and end the launcher's waiting validate process (local validate mode)."""
+        getattr(self.backend, "finish", lambda: None)()
         self.display.close(list(self.views.values()))
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m experiments.payload.validate_runs RUNS_JSON
+    python -m experiments.payload.validate_runs RUNS_JSON [--follow IDLE_S]
 
 ``RUNS_JSON`` holds ``{"runs": [{"variant_json": ..., "out_dir": ..., "attempt": k, "log": ..., "exit": ...}]}``.
 Megatron-Core and Megatron-Bridge are imported once (about 4 s each time otherwise); then each run is validated
@@ -12,14 +12,24 @@ start line, ``[payload] validate <v>: pass|fail``, the loud lines, ``[payload] e
 ``OUT_DIR/effective_config.json`` is written, and its exit code goes to ``exit`` (``{"exit_code": N}``, written
 last: the run is finished once it exists). Holds (``hold_s``) are not supported here: such runs are single jobs.
 
+``--follow IDLE_S``: once RUNS_JSON is done, the process stays for later launches of the same sweep (a gated
+stage opened after the first one was analysed), so that one process validates every run of a local validate sweep
+(issue 17). The launcher hands it more runs as ``more-<n>.json`` (n = 1, 2, ...) next to RUNS_JSON and ends it with
+a ``done`` file. After ``IDLE_S`` seconds (s) without either, it writes ``closed`` and exits. The ``lock`` file
+(``fcntl.flock``) orders the two sides: the launcher writes a ``more-<n>.json`` only while holding it and only
+when ``closed`` is absent, and this process writes ``closed`` only while holding it and only when no
+``more-<n>.json`` is waiting, so a handed-over run is never lost (:class:`launchers.validate_batch.ValidateBatch`).
+
 Exit code: 0 when every run exited 0, else the first nonzero run exit code; 10 for a bad RUNS_JSON.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
@@ -46,6 +56,9 @@ class _Tee:
     def flush(self) -> None:
         self.a.flush()
         self.b.flush()
+
+    def close(self) -> None:
+        """Nothing to close: a library's log handler that captured this stream closes it at exit (absl does)."""
 
 
 def _bridge(image: str | None, cache: dict[str | None, tuple[Any, str | None]]) -> tuple[Any, str | None]:
@@ -93,14 +106,34 @@ def run_one(run: dict[str, Any], cache: dict[str | None, tuple[Any, str | None]]
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        runs = json.loads(Path(args[0]).read_text())["runs"]
-    except (IndexError, OSError, ValueError, KeyError, TypeError) as e:
-        say(f"[payload] error {errors.BAD_VARIANT_FILE} bad_runs_file: usage: validate_runs RUNS_JSON ({e})")
-        return errors.BAD_VARIANT_FILE
-    cache: dict[str | None, tuple[Any, str | None]] = {}
+FOLLOW_POLL_S = 0.05  # seconds between looks for more-<n>.json or done while following
+
+
+def _runs(path: Path) -> list[dict[str, Any]]:
+    return json.loads(path.read_text())["runs"]
+
+
+def _next_file(root: Path, n: int, idle_s: float) -> Path | None:
+    """``more-<n>.json`` once it appears; None on ``done`` or after ``idle_s`` without it (then ``closed`` is
+    written under the lock, see the module docstring)."""
+    more = root / f"more-{n}.json"
+    deadline = time.monotonic() + idle_s
+    while True:
+        if more.exists():
+            return more
+        if (root / "done").exists():
+            return None
+        if time.monotonic() >= deadline:
+            with open(root / "lock", "a+") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if more.exists():
+                    return more
+                write_atomic(root / "closed", {"after_idle_s": idle_s})
+            return None
+        time.sleep(FOLLOW_POLL_S)
+
+
+def _validate(runs: list[dict[str, Any]], cache: dict[str | None, tuple[Any, str | None]]) -> int:
     first = errors.OK
     for run in runs:
         Path(run["log"]).parent.mkdir(parents=True, exist_ok=True)
@@ -110,6 +143,33 @@ def main(argv: list[str] | None = None) -> int:
                 code = run_one(run, cache)
         write_atomic(Path(run["exit"]), {"exit_code": code})
         first = first or code
+    return first
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        path = Path(args[0])
+        runs = _runs(path)
+        idle_s = float(args[args.index("--follow") + 1]) if "--follow" in args else None
+    except (IndexError, OSError, ValueError, KeyError, TypeError) as e:
+        say(f"[payload] error {errors.BAD_VARIANT_FILE} bad_runs_file: usage: validate_runs RUNS_JSON "
+            f"[--follow IDLE_S] ({e})")
+        return errors.BAD_VARIANT_FILE
+    cache: dict[str | None, tuple[Any, str | None]] = {}
+    first = _validate(runs, cache)
+    n = 1
+    while idle_s is not None:
+        more = _next_file(path.parent, n, idle_s)
+        if more is None:
+            break
+        try:
+            runs = _runs(more)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            say(f"[payload] error {errors.BAD_VARIANT_FILE} bad_runs_file: {more}: {e}")
+            return errors.BAD_VARIANT_FILE
+        first = first or _validate(runs, cache)
+        n += 1
     return first
 
 

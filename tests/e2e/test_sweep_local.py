@@ -39,6 +39,11 @@ def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
         assert eff["checks"]["verdict"] == "pass" and eff["versions"]["megatron_core"].startswith("0.19")
         assert list((adir / "logs").iterdir()) and (adir / "job.sh").read_text().startswith("#!/bin/bash")
     assert v["a2a.ovl1.dw1"]["attempts"][0]["submitted"] >= v["a2a.ovl1.dw0"]["attempts"][0]["finished"]
+    # one validate process for the whole sweep (issue 17): the gated stage was handed to the stage-1 process,
+    # which the conductor ended once everything had been launched
+    (batch,) = (out / "nemo_run" / "validate").iterdir()
+    assert len({v[n]["attempts"][0]["job_id"] for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0", "a2a.ovl1.dw1")}) == 1
+    assert (batch / "more-1.json").exists() and (batch / "done").exists() and not (batch / "closed").exists()
     assert v["deepep.ovl1.dw0"]["status"] == "pruned" and v["deepep.ovl1.dw0"]["attempts"] == []
     summary = json.loads((out / "report" / "summary.json").read_text())
     statuses = {r["variant"]: r["status"] for r in summary["runs"]}

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,67 @@ def test_run_state_follows_its_exit_file_then_the_shared_job(tmp_path):
     ended = batch.state(refs[2], JobState("failed", job_id="x", state="FAILED"))
     assert ended.status == "failed" and "ended before" in ended.reason
     assert batch.state(refs[2], JobState("cancelled", job_id="x", state="CANCELLED")).status == "cancelled"
+
+
+def _batch_of(tmp_path: Path, docs: list[dict]) -> tuple[ValidateBatch, list[RunRef]]:
+    sweep = tmp_path / "sweep"
+    refs = []
+    for doc in docs:
+        write_variant(sweep / "variants", doc)
+        refs.append(RunRef(doc["variant"], 0, 1))
+    return ValidateBatch(tmp_path / "batch", sweep, refs[:1]), refs
+
+
+def _follow(batch: ValidateBatch, idle_s: float) -> tuple[threading.Thread, list[int]]:
+    """The batch's process, run in a thread of this one (the real main, reading the batch's own runs.json)."""
+    argv = list(batch.command().argv[3:])
+    argv[argv.index("--follow") + 1] = str(idle_s)
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(runs_main(argv)))
+    t.start()
+    return t, codes
+
+
+def _exit_code(batch: ValidateBatch, ref: RunRef, timeout_s: float = 60) -> int:
+    path = batch.folder(ref) / "exit.json"
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{ref.task} was never validated"
+        time.sleep(0.05)
+    return json.loads(path.read_text())["exit_code"]
+
+
+def test_one_process_takes_a_later_launch_then_ends_on_done(tmp_path, capsys):
+    batch, refs = _batch_of(tmp_path, [make_variant("alltoall", True, False), make_variant("alltoall", False, True)])
+    t, codes = _follow(batch, idle_s=60)
+    assert _exit_code(batch, refs[0]) == 0
+    assert batch.hand_over(refs[1:])  # the gated stage, launched after the first was analysed
+    assert _exit_code(batch, refs[1]) != 0 and batch.all_done()
+    assert t.is_alive()  # still waiting for more
+    batch.finish()
+    t.join(10)
+    capsys.readouterr()
+    assert not t.is_alive() and codes and codes[0] != 0  # the first nonzero run exit code
+    assert not batch.hand_over(refs[:1])  # ended: a later launch starts a new process
+
+
+def test_an_idle_process_closes_and_refuses_what_comes_after(tmp_path, capsys):
+    batch, refs = _batch_of(tmp_path, [make_variant("alltoall", True, False), make_variant("alltoall", True, True)])
+    t, codes = _follow(batch, idle_s=0.3)
+    t.join(60)
+    capsys.readouterr()
+    assert not t.is_alive() and codes == [0] and (batch.root / "closed").exists()
+    assert not batch.hand_over(refs[1:]) and not (batch.root / "more-1.json").exists()
+    assert batch.refs == refs[:1]
+
+
+def test_runs_handed_over_before_the_idle_deadline_are_validated(tmp_path, capsys):
+    # more-1.json already waits when the first runs are done: even with no idle time left it is taken, not closed
+    batch, refs = _batch_of(tmp_path, [make_variant("alltoall", True, False), make_variant("alltoall", True, True)])
+    batch.root.mkdir(parents=True)
+    argv = list(batch.command().argv[3:])
+    assert batch.hand_over(refs[1:])
+    argv[argv.index("--follow") + 1] = "0"
+    assert runs_main(argv) == 0
+    capsys.readouterr()
+    assert _exit_code(batch, refs[1], 1) == 0 and (batch.root / "closed").exists()
