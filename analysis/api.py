@@ -10,11 +10,15 @@ bootstrap resamples) and its hang threshold (s). The result is a typed :class:`a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from analysis.analyze import Options, UsageError, analyze_files, analyze_sweep, is_sweep_folder
+from analysis.options import Options, UsageError
 from analysis.results import Summary
 from contracts.atomic import write_bytes, write_json, write_text
 from contracts.sweepdir import SweepDir
+
+if TYPE_CHECKING:  # at run time they come from __getattr__ below, on first use
+    from analysis.analyze import analyze_files, analyze_sweep, is_sweep_folder
 
 __all__ = ["Options", "Summary", "UsageError", "analyze_files", "analyze_sweep", "is_sweep_folder", "print_summary",
            "report_sweep", "write_report"]
@@ -49,6 +53,8 @@ def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path |
     Raises:
         UsageError: the folder has no readable manifest, or an option is out of range.
     """
+    from analysis.analyze import analyze_sweep
+
     summary = analyze_sweep(Path(sweep_dir), options=options, write_run_json=write and out is None)
     if write:
         write_report(summary, out or SweepDir(Path(sweep_dir)).report)
@@ -74,3 +80,26 @@ def print_summary(summary: Summary, out: Path, *, show_exit_code: bool = True) -
         console.print(f"warning: every verdict of the group is doubtful: {why}")
     if show_exit_code:
         console.print(f"exit code {summary.exit_code}")
+
+
+_LAZY = ("analyze_files", "analyze_sweep", "is_sweep_folder")
+
+
+def __getattr__(name: str) -> Any:
+    """``analyze_files``, ``analyze_sweep`` and ``is_sweep_folder`` come from :mod:`analysis.analyze` on first use
+    (PEP 562): importing this module for ``Options`` or ``Summary`` does not import scipy (about 1 s; issue 17)."""
+    if name in _LAZY:
+        from analysis import analyze
+
+        return getattr(analyze, name)
+    raise AttributeError(f"module 'analysis.api' has no attribute {name!r}")
+
+
+def preload(plots: bool = False) -> None:
+    """Import the heavy part of the analysis (the parser, statistics, scipy; matplotlib with ``plots``) now. The
+    conductor calls it while it waits for its first jobs, so that the imports (1-2 s) run beside them, on another
+    core, instead of after them."""
+    import analysis.analyze  # noqa: F401
+
+    if plots:
+        import analysis.plots  # noqa: F401

@@ -34,6 +34,7 @@ from experiments.conductor.recover import Outage, SubmitError, adopt_unrecorded,
 from launchers.backend import Backend
 
 MAX_GATE_ROUNDS = 5
+VALIDATE_POLL_CAP_S = 0.4  # s, the longest wait between polls of a local validate batch
 
 
 class Round:
@@ -76,6 +77,7 @@ class Sweep:
     secrets: list[str]
     views: dict[str, RunView] = field(default_factory=dict)
     started: dict[str, float] = field(default_factory=dict)
+    preloaded: bool = False
 
     def close(self) -> None:
         """Stop the live display and end the launcher's waiting validate process (local validate mode)."""
@@ -273,14 +275,24 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
         sw.display.update(list(sw.views.values()))
         if queue or active:
             polls += 1
-            time.sleep(poll_interval(sw, polls))
+            wait, t0 = poll_interval(sw, polls), time.monotonic()
+            if not sw.preloaded:  # the analysis' imports run while the first jobs run (issue 17)
+                from analysis.api import preload
+
+                preload(plots=sw.mode == Mode.TRAIN)
+                sw.preloaded = True
+            time.sleep(max(0.0, wait - (time.monotonic() - t0)))
 
 
 def poll_interval(sw: Sweep, polls: int) -> float:
     """Seconds before poll ``polls + 1``: ``poll_s`` on Slurm; locally 0.1 s, doubling up to ``poll_s`` (a local
-    validate run ends within seconds: a fixed 2 s wait added up to 2 s to each; issue 17)."""
+    validate run ends within seconds: a fixed 2 s wait added up to 2 s to each; issue 17), at most
+    ``VALIDATE_POLL_CAP_S`` for a local validate batch."""
     if sw.backend.enforce_time_limit:  # the local backend (the conductor enforces its time limit)
-        return min(sw.settings.poll_s, 0.1 * 2 ** min(polls - 1, 10))
+        # a local validate batch is polled through its runs' exit files (NeMo-Run is asked at most every 2 s,
+        # launchers.backend.SHARED_POLL_S), so its polls stay short: a finished run is seen within 0.4 s
+        cap = VALIDATE_POLL_CAP_S if getattr(sw.backend, "batch_validate", False) else sw.settings.poll_s
+        return min(sw.settings.poll_s, cap, 0.1 * 2 ** min(polls - 1, 10))
     return sw.settings.poll_s
 
 

@@ -185,3 +185,31 @@ def test_each_poll_round_writes_the_manifest_once(tmp_path, monkeypatch):
     # one write adds the attempt, one records the submission, then at most one per poll round
     assert len(writes) <= 2 + len(polls), (len(writes), len(polls))
     assert _attempt(sweep)["status"] == "succeeded"
+
+
+def test_local_polls_start_short_and_a_validate_batch_stays_under_its_cap():
+    from types import SimpleNamespace
+
+    from experiments.conductor.drive import VALIDATE_POLL_CAP_S, poll_interval
+
+    def sweep(local: bool, batch: bool, poll_s: float = 2.0):
+        backend = SimpleNamespace(enforce_time_limit=local, batch_validate=batch)
+        return SimpleNamespace(backend=backend, settings=SimpleNamespace(poll_s=poll_s))
+
+    train = [poll_interval(sweep(True, False), k) for k in range(1, 8)]
+    assert train[0] == 0.1 and train == sorted(train) and train[-1] == 2.0
+    validate = [poll_interval(sweep(True, True), k) for k in range(1, 8)]
+    assert validate[0] == 0.1 and max(validate) == VALIDATE_POLL_CAP_S < 2.0
+    assert poll_interval(sweep(True, True, poll_s=0.2), 7) == 0.2  # poll_s below the cap wins
+    assert {poll_interval(sweep(False, False), k) for k in (1, 5)} == {2.0}  # Slurm: poll_s from the start
+
+
+def test_the_conductor_imports_no_statistics_before_its_jobs_start():
+    # scipy and matplotlib (1-2 s) are imported by analysis.api.preload while the first jobs run, not at start-up
+    code = ("import sys, experiments.sweep, experiments.conductor.drive, experiments.conductor.analyse; "
+            "bad = sorted(m for m in ('scipy', 'matplotlib', 'sqlalchemy') if m in sys.modules); "
+            "from analysis.api import preload; preload(plots=True); "
+            "print(bad, 'scipy' in sys.modules and 'matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert out.stdout.split() == ["[]", "True"], out.stdout + out.stderr
