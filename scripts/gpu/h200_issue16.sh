@@ -5,6 +5,7 @@
 #                                                     # 20 iterations, nvidia-smi dmon sampled in the background
 #   bash scripts/gpu/h200_issue16.sh triples K.. -- OVR..   # per k: sweep run, direct payload, direct Bridge pretrain
 #                                                     # of the same variant.json (overhead limits; interleaved)
+#   SKIP_BRIDGE=1 bash scripts/gpu/h200_issue16.sh triples K.. -- OVR..  # pairs: sweep and direct payload only
 #   bash scripts/gpu/h200_issue16.sh pack             # $R without raw traces -> $OUT/results16.tgz
 # Every step records "kind name t0 t1 rc" in $R/timing.tsv and goes on when an earlier one fails.
 set -u
@@ -69,6 +70,7 @@ triples)
     t0=$(now); torchrun --nproc-per-node=1 -m experiments.train "$vj" "$R/tri_payload_$k" --attempt 1 --mode train \
       > "$R/tri_payload_$k.log" 2>&1; rc=$?; t1=$(now); record payload "tri_payload_$k" "$t0" "$t1" "$rc"
     echo "tri payload $k rc=$rc $(secs "$t0" "$t1") s"
+    [ "${SKIP_BRIDGE:-0}" = 1 ] && continue
     t0=$(now); torchrun --nproc-per-node=1 scripts/gpu/direct_pretrain.py "$vj" "$R/tri_bridge_$k" \
       > "$R/tri_bridge_$k.log" 2>&1; rc=$?; t1=$(now); record bridge "tri_bridge_$k" "$t0" "$t1" "$rc"
     echo "tri bridge $k rc=$rc $(secs "$t0" "$t1") s"; tail -2 "$R/tri_bridge_$k.log"

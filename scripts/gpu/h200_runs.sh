@@ -8,9 +8,9 @@
 #   bash scripts/gpu/h200_runs.sh ep2            # issue 8 (2-GPU machine): the isolation sweep of qwen3_moe_1b at
 #                                                #   EP=2 over both GPUs (alltoall arms; flex pruned: no DeepEP)
 #   bash scripts/gpu/h200_runs.sh aa             # issue 15: A/A with the control arm (qwen3_moe_1b, 1 GPU):
-#                                                #   baseline + a2a.ovl0.dw0.ctl, repeats=auto up to 5 blocks
-#   bash scripts/gpu/h200_runs.sh ab             # issue 15: A/B with a real effect at EP=1: alltoall against
-#                                                #   allgather, 3 interleaved blocks, control on
+#                                                #   baseline + a2a.ovl0.dw0.ctl, repeats=auto up to 3 blocks
+#   bash scripts/gpu/h200_runs.sh ab             # issue 15: A/B at EP=1: alltoall against allgather,
+#                                                #   3 interleaved blocks (6 runs of ~75 s fit one 600 s call)
 #   bash scripts/gpu/h200_runs.sh pack           # results_gpu/ -> $OUT/results_gpu.tgz
 # Every step goes on when an earlier one fails (each records its exit code in results_gpu/timing.tsv).
 set -u
@@ -49,11 +49,11 @@ for phase in "$@"; do
     ;;
   aa)
     run_sweep aa_control model=qwen3_moe_1b cluster.gpus_per_node=1 sweep=full dispatcher=alltoall overlap=off \
-      delay_wgrad=off control=true repeats=auto max_blocks=5 block_seed=15 payload.train_iters=20
+      delay_wgrad=off control=true repeats=auto max_blocks=3 block_seed=15 payload.train_iters=15
     ;;
   ab)
     run_sweep ab_dispatcher model=qwen3_moe_1b cluster.gpus_per_node=1 sweep=full dispatcher=alltoall,allgather \
-      overlap=off delay_wgrad=off control=true repeats=3 block_seed=15 payload.train_iters=20
+      overlap=off delay_wgrad=off repeats=3 block_seed=15 payload.train_iters=15
     ;;
   overhead)
     shift_done=1
