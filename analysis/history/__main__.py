@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from analysis.history.api import judge_night, judge_sweep, record_summary, write_trend_page
-from analysis.history.settings import DEFAULT_URL
 from analysis.history.errors import HistoryError, exit_code_for
 from analysis.history.records import HistoryConfig, NightReport
+from analysis.history.settings import DEFAULT_URL
 
 
 def format_report(report: NightReport) -> str:
