@@ -8,23 +8,39 @@ Fixed design (:func:`fixed_states`): the 95% Student-t interval of mean(d) over 
 equivalence is the two one-sided tests (TOST, Schuirmann 1987, J. Pharmacokin. Biopharm. 15:657-680) at 5% each,
 i.e. the 90% t interval lies inside +-log(1 + practical_threshold).
 
-Adaptive design (:func:`sequential_states`): a group-sequential design with an alpha-spending function, the
-O'Brien-Fleming-type spending of Lan & DeMets (1983, Biometrika 70:659-663), alpha*(t) = 2 - 2 Phi(z_{1-a/2}/sqrt(t)),
-information fraction t = k / max_blocks after block k (Jennison & Turnbull 2000, Group Sequential Methods with
-Applications to Clinical Trials, ch. 7). Looks start at block K_MIN = 3 (a t statistic needs 2 degrees of freedom to
-mean anything); the first look spends alpha*(3/max_blocks). The variance is unknown, so the boundaries are those of
-the Student-t statistic itself, found by simulating its (pivotal) null distribution (:func:`t_boundaries`) rather
-than by converting normal-theory boundaries to nominal t levels, which overshoots alpha at few blocks (5.7% instead
-of 5% at 6 blocks in our check). Faster/slower: the two-sided efficacy boundary at total level alpha (the A/A
-false-positive rate over every look). FUTILITY = 0.8 and max_blocks = 6 were chosen with benchmarks/verdicts.py. Equivalent: both one-sided tests against -+log(1 + threshold) pass their
-one-sided spending boundary at level alpha. Equivalence has priority: an arm inside the practical threshold is
-``equivalent`` even when it is measurably different. A decided arm stops; its first decision is its verdict.
-Futility (non-binding, so it can only lower the error rates): after look k < max_blocks an arm is ``stopped``
-(undecided, no more blocks) when neither decision is within reach: the t statistic projected to max_blocks at the
-current trend, |T_k| sqrt(max_blocks / k), is below FUTILITY x the final two-sided boundary, and the projected
-equivalence statistic (margin - |mean|) / se_k x sqrt(max_blocks / k) is below FUTILITY x the final one-sided one.
+Adaptive design (:func:`sequential_states`): a two-sided group-sequential t test with an inner wedge, i.e. early
+stopping for the null (Pampallona & Tsiatis 1994, J. Statist. Planning Inference 42:19-35; Jennison & Turnbull
+2000, Group Sequential Methods with Applications to Clinical Trials, ch. 5), with error spending (ch. 7):
 
-Both functions take a matrix (rows = arms or simulated trials, columns = blocks, NaN = no block) so that the
+- Looks after every block from K_MIN = 2 to ``max_blocks`` (information fraction t = k / max_blocks).
+- Efficacy (faster/slower): |T_k| >= e_k, T_k = mean_k / (sd_k / sqrt(k)). Each side spends alpha / 2 along the
+  O'Brien-Fleming-type function of Lan & DeMets (1983, Biometrika 70:659-663), alpha_s(t) = 2 - 2 Phi(z_{1-a_s/2} /
+  sqrt(t)) at the one-sided level a_s = alpha / 2 (the convention of the published tables and of gsDesign's
+  sfLDOF: 5 equal looks, known variance: 4.877, 3.357, 2.680, 2.290, 2.031): P(the first crossing is at look <= k |
+  no difference) = 2 alpha_s(k / max_blocks). alpha = 0.05 is the A/A false-positive rate over every look.
+- Futility (binding, for the difference test): after look k < max_blocks the difference test closes when the
+  two-sided p-value of T_k is above P_FUTILITY, i.e. |T_k| < f_k = t^{-1}_{k-1}(1 - P_FUTILITY / 2). Binding: a
+  closed difference test never reopens, so the e_k are computed with the futility stops in place and the total
+  false-positive rate stays exactly alpha (a non-binding rule would waste the alpha of the paths it stops).
+- The variance is unknown, so every boundary is one of the t statistic itself: under "no difference" the process
+  (T_1..T_K) of i.i.d. normal blocks does not depend on the unknown scale (it is pivotal), so the e_k are found by
+  simulating _N_PATHS seeded standard normal paths (:func:`boundaries`) rather than by converting normal-theory
+  boundaries to nominal t levels, which overshoots alpha at few blocks. With ``known_variance`` the same code gives
+  the normal-theory (z) boundaries, which tests/analysis compare with the published Lan-DeMets table.
+- Equivalent: both one-sided tests against -+log(1 + threshold) pass their one-sided O'Brien-Fleming-type spending
+  boundary at level alpha (alpha_s(t) with a_s = alpha per test; no futility in their computation, so any stop only
+  lowers their error). Equivalence has priority: an arm inside the practical threshold is ``equivalent`` even when it
+  is measurably different, and stays open for equivalence after its difference test closed, while the TOST
+  statistic projected to max_blocks at the current estimates, (margin - |mean_k|) / se_k x sqrt(max_blocks / k),
+  reaches the final one-sided boundary. An arm whose difference test is closed and whose equivalence is out of reach
+  is ``stopped`` (undecided, no more blocks). A decided arm stops; its first decision is its verdict.
+
+P_FUTILITY = 0.25 and max_blocks = 6 were chosen with benchmarks/verdicts.py (on seeds 101, 202 and 303, not its
+default 15) for the goal of issue 15: the power of 5 fixed interleaved blocks within 5 points with <= 60% of their
+GPU-hours at 18% drift. The price is the early futility look (one degree of freedom after block 2): at 18% drift an
+arm 10% faster is found in about 57% of sweeps against 73% with 5 fixed blocks (README, benchmarks/verdicts.py).
+
+Both state functions take a matrix (rows = arms or simulated trials, columns = blocks, NaN = no block) so that the
 simulator (benchmarks/verdicts.py) runs the very code the sweep runs; :func:`fixed_verdict` and
 :func:`sequential_verdict` are the one-arm forms the analysis calls.
 """
@@ -39,58 +55,89 @@ import numpy as np
 from scipy import stats as sps
 
 ALPHA = 0.05
-K_MIN = 3
+K_MIN = 2  # the first look: after block 2 (one degree of freedom; the boundaries are exact for it)
+P_FUTILITY = 0.25  # the difference test closes when the two-sided p-value of T_k is above this (binding)
 PRACTICAL_THRESHOLD = 0.02
 UNDECIDED, FASTER, SLOWER, EQUIVALENT, STOPPED = 0, 1, 2, 3, 4
 STATE_NAMES = {UNDECIDED: "undecided", FASTER: "faster", SLOWER: "slower", EQUIVALENT: "equivalent",
                STOPPED: "stopped"}
-FUTILITY = 0.8  # non-binding futility: stop when the trend, projected to max_blocks, reaches < 80% of a boundary
+METHOD = "group_sequential_t_obf_binding_futility"
 _N_PATHS = 200_000  # simulated null paths behind the boundaries
 _PATHS_SEED = 20261129
 
 
-def obf_spending(t: float, alpha: float = ALPHA) -> float:
-    """Lan-DeMets O'Brien-Fleming-type alpha spent by information fraction ``t`` in [0, 1] (two-sided level)."""
+def obf_spending(t: float, level: float) -> float:
+    """Lan-DeMets O'Brien-Fleming-type error spent on ONE side by information fraction ``t`` in [0, 1]:
+    2 - 2 Phi(z_{1-level/2} / sqrt(t)), ``level`` the one-sided level (gsDesign's ``sfLDOF`` convention)."""
     if t <= 0:
         return 0.0
-    return float(2 - 2 * sps.norm.cdf(sps.norm.ppf(1 - alpha / 2) / math.sqrt(min(t, 1.0))))
+    return float(2 - 2 * sps.norm.cdf(sps.norm.ppf(1 - level / 2) / math.sqrt(min(t, 1.0))))
+
+
+def futility_bounds(max_blocks: int, p_futility: float = P_FUTILITY, k_min: int = K_MIN) -> np.ndarray:
+    """f_k per look k (index 0..max_blocks): the difference test closes when |T_k| < f_k; 0 (never) before
+    ``k_min`` and at the final look. f_k = t^{-1}_{k-1}(1 - p_futility / 2), a fixed nominal p-value."""
+    f = np.zeros(max_blocks + 1)
+    if p_futility > 0:
+        for k in range(max(k_min, 2), max_blocks):
+            f[k] = float(sps.t.isf(p_futility / 2, k - 1))
+    return f
+
+
+def _null_paths(max_blocks: int, known_variance: bool) -> np.ndarray:
+    """|T_k| (or |Z_k| with ``known_variance``) of _N_PATHS seeded standard normal paths, columns k = 1..K."""
+    z = np.random.default_rng(_PATHS_SEED).standard_normal((_N_PATHS, max_blocks))
+    k = np.arange(1, max_blocks + 1)
+    total = z.cumsum(axis=1)
+    if known_variance:
+        return total / np.sqrt(k)
+    mean = total / k
+    var = np.maximum((np.square(z).cumsum(axis=1) - k * mean**2) / np.maximum(k - 1, 1), 1e-300)
+    return mean / np.sqrt(var / k)
+
+
+def _spend(stat: np.ndarray, spent: list[float], k_min: int, fut: np.ndarray | None) -> np.ndarray:
+    """Critical values per look such that the paths still running cross with the spending increments."""
+    n, kmax = stat.shape
+    crit = np.full(kmax + 1, np.inf)
+    alive = np.ones(n, dtype=bool)
+    for j in range(k_min, kmax + 1):
+        n_cross = int(round((spent[j] - spent[j - 1]) * n))
+        col = stat[alive, j - 1]
+        if n_cross >= 1 and col.size > n_cross:
+            crit[j] = float(np.partition(col, col.size - n_cross)[col.size - n_cross])
+        alive &= ~(stat[:, j - 1] >= crit[j])
+        if fut is not None:
+            alive &= ~(np.abs(stat[:, j - 1]) < fut[j])
+    return crit
 
 
 @lru_cache(maxsize=64)
-def t_boundaries(max_blocks: int, alpha: float = ALPHA, k_min: int = K_MIN) -> tuple[np.ndarray, np.ndarray]:
-    """(two-sided, one-sided) critical values of the t statistic per look k (index 0..max_blocks; inf before
-    ``k_min``) that spend ``alpha`` along :func:`obf_spending`.
+def boundaries(max_blocks: int, alpha: float = ALPHA, k_min: int = K_MIN, p_futility: float = P_FUTILITY,
+               known_variance: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(two-sided efficacy, one-sided equivalence) critical values per look k (index 0..max_blocks; inf before
+    ``k_min``, and inf where a look spends less than one simulated path).
 
-    Under the null the sequence T_k = mean_k / (sd_k / sqrt(k)) of i.i.d. normal blocks does not depend on the
-    unknown mean-zero scale (it is pivotal), so its crossing probabilities are those of N_PATHS simulated standard
-    normal paths (seeded: the same boundaries every time; Monte Carlo error of the level about 0.0005). At look k the
-    boundary is the value that the paths still running exceed with probability alpha*(t_k) - alpha*(t_{k-1})
-    (two-sided: |T_k|; one-sided: T_k with the one-sided spending alpha*(t; 2 alpha) / 2, for each test of the TOST).
+    Two-sided: |T_k| >= e_k crosses; the paths that cross, or fall into the futility region |T_k| < f_k
+    (:func:`futility_bounds`; binding), stop, and e_k is the value that the paths still running exceed with
+    probability 2 (alpha_s(t_k) - alpha_s(t_{k-1})) (:func:`obf_spending` at alpha / 2). One-sided (each test of the
+    TOST): T_k with the spending alpha_s(t) at alpha and no futility. Monte Carlo error of the level about 0.0005.
 
-    Raises ValueError for max_blocks < k_min or alpha outside (0, 1).
+    Raises ValueError for max_blocks < k_min, k_min < 1, alpha outside (0, 1) or p_futility outside [0, 1).
     """
-    if max_blocks < k_min or not 0 < alpha < 1:
-        raise ValueError(f"max_blocks={max_blocks} must be >= {k_min} and alpha={alpha} in (0, 1)")
-    z = np.random.default_rng(_PATHS_SEED).standard_normal((_N_PATHS, max_blocks))
-    k = np.arange(1, max_blocks + 1)
-    mean = z.cumsum(axis=1) / k
-    var = np.maximum((np.square(z).cumsum(axis=1) - k * mean**2) / np.maximum(k - 1, 1), 1e-300)
-    t = mean / np.sqrt(var / k)
-    out = []
-    for sides in (2, 1):
-        stat = np.abs(t) if sides == 2 else t
-        spent = [obf_spending(j / max_blocks, alpha if sides == 2 else 2 * alpha) / (1 if sides == 2 else 2)
-                 for j in range(max_blocks + 1)]
-        crit = np.full(max_blocks + 1, np.inf)
-        alive = np.ones(_N_PATHS, dtype=bool)
-        for j in range(k_min, max_blocks + 1):
-            n_cross = int(round((spent[j] - (spent[j - 1] if j > k_min else 0.0)) * _N_PATHS))
-            col = stat[alive, j - 1]
-            if n_cross >= 1 and col.size > n_cross:
-                crit[j] = float(np.partition(col, col.size - n_cross - 1)[col.size - n_cross - 1])
-                alive &= ~(stat[:, j - 1] > crit[j])
-        out.append(crit)
-    return out[0], out[1]
+    if k_min < 1 or max_blocks < k_min or not 0 < alpha < 1 or not 0 <= p_futility < 1:
+        raise ValueError(f"max_blocks={max_blocks} must be >= k_min={k_min} >= 1, alpha={alpha} in (0, 1) and "
+                         f"p_futility={p_futility} in [0, 1)")
+    t = _null_paths(max_blocks, known_variance)
+    fut = futility_bounds(max_blocks, p_futility, k_min) if not known_variance else None
+    two = [0.0 if j < k_min else 2 * obf_spending(j / max_blocks, alpha / 2) for j in range(max_blocks + 1)]
+    one = [0.0 if j < k_min else obf_spending(j / max_blocks, alpha) for j in range(max_blocks + 1)]
+    return _spend(np.abs(t), two, k_min, fut), _spend(t, one, k_min, None)
+
+
+def t_boundaries(max_blocks: int, alpha: float = ALPHA, k_min: int = K_MIN) -> tuple[np.ndarray, np.ndarray]:
+    """The sweep's boundaries: :func:`boundaries` with P_FUTILITY and an unknown variance."""
+    return boundaries(max_blocks, alpha, k_min, P_FUTILITY)
 
 
 def _moments(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,15 +148,10 @@ def _moments(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.maximum(sd / math.sqrt(k), 1e-12)
 
 
-def _classify(mean: np.ndarray, se: np.ndarray, crit2: float, crit1: float, margin: float,
-              futile: tuple[float, float, float] | None = None) -> np.ndarray:
+def _classify(mean: np.ndarray, se: np.ndarray, crit2: float, crit1: float, margin: float) -> np.ndarray:
     out = np.full(len(mean), UNDECIDED)
-    if futile is not None:  # (sqrt(K / k), final two-sided boundary, final one-sided boundary)
-        grow, end2, end1 = futile
-        out[(np.abs(mean) / se * grow < FUTILITY * end2) & ((margin - np.abs(mean)) / se * grow < FUTILITY * end1)] \
-            = STOPPED
-    out[mean / se > crit2] = FASTER
-    out[mean / se < -crit2] = SLOWER
+    out[mean / se >= crit2] = FASTER
+    out[mean / se <= -crit2] = SLOWER
     out[((mean + margin) / se > crit1) & ((margin - mean) / se > crit1)] = EQUIVALENT
     return out
 
@@ -132,53 +174,69 @@ def sequential_states(log_ratios: np.ndarray, max_blocks: int, threshold: float 
     """Replay the looks of the adaptive design over ``log_ratios`` (rows x blocks; a row ends at its first NaN).
 
     Returns (state per row, the look, i.e. number of blocks, at which it was decided or stopped; 0 when undecided).
-    A row is decided at the first look k >= K_MIN whose boundary it crosses (or stopped for futility); later blocks
-    of that row are ignored.
+    A row is decided at the first look k >= K_MIN whose boundary it crosses, or stopped when its difference test is
+    closed (futility) and equivalence is out of reach; later blocks of that row are ignored.
     """
+    state, look, _ = _replay(log_ratios, max_blocks, threshold, alpha)
+    return state, look
+
+
+def _replay(log_ratios: np.ndarray, max_blocks: int, threshold: float,
+            alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(state, look, difference test still open) per row; see :func:`sequential_states`."""
     x = np.atleast_2d(np.asarray(log_ratios, dtype=np.float64))
     two, one = t_boundaries(max_blocks, alpha)
+    fut = futility_bounds(max_blocks, P_FUTILITY)
     margin = math.log1p(threshold)
     n_obs = np.where(np.isnan(x), 0, 1).cumprod(axis=1).sum(axis=1)
     state = np.full(len(x), UNDECIDED)
     look = np.zeros(len(x), dtype=int)
+    open_ = np.ones(len(x), dtype=bool)
     for k in range(K_MIN, min(x.shape[1], max_blocks) + 1):
-        live = (state == UNDECIDED) & (n_obs >= k)
-        if not live.any():
+        idx = np.flatnonzero((state == UNDECIDED) & (n_obs >= k))
+        if not idx.size:
             continue
-        mean, se = _moments(np.nan_to_num(x[live]), k)
-        futile = (math.sqrt(max_blocks / k), two[max_blocks], one[max_blocks]) if k < max_blocks else None
-        s = _classify(mean, se, two[k], one[k], margin, futile)
-        idx = np.flatnonzero(live)
+        mean, se = _moments(np.nan_to_num(x[idx]), k)
+        s = _classify(mean, se, two[k], one[k], margin)
+        s[~open_[idx] & np.isin(s, (FASTER, SLOWER))] = UNDECIDED  # binding: a closed difference test stays closed
+        if k < max_blocks:
+            open_[idx[(s == UNDECIDED) & (np.abs(mean / se) < fut[k])]] = False
+            reach = (margin - np.abs(mean)) / se * math.sqrt(max_blocks / k) >= one[max_blocks]
+            s[(s == UNDECIDED) & ~open_[idx] & ~reach] = STOPPED
         state[idx] = s
         look[idx[s != UNDECIDED]] = k
-    return state, look
+    return state, look, open_
 
 
 @dataclass(frozen=True)
 class SequentialResult:
     """The adaptive decision of one arm: state name, the look (blocks) that decided it (None: undecided), the blocks
-    seen, and whether the arm may run another block (undecided and fewer than ``max_blocks`` blocks)."""
+    seen, whether its difference test is still open (False: only ``equivalent`` can still come), and whether the
+    arm may run another block (undecided and fewer than ``max_blocks`` blocks)."""
 
     state: str
     look: int | None
     blocks: int
     max_blocks: int
+    difference_open: bool = True
 
     @property
     def wants_more(self) -> bool:
         return self.state == "undecided" and self.blocks < self.max_blocks  # "stopped": futility, no more blocks
 
     def to_json(self) -> dict[str, object]:
-        return {"design": "group_sequential_obf", "state": self.state, "look": self.look, "blocks": self.blocks,
-                "max_blocks": self.max_blocks, "wants_more": self.wants_more}
+        return {"design": METHOD, "state": self.state, "look": self.look, "blocks": self.blocks,
+                "max_blocks": self.max_blocks, "difference_open": self.difference_open,
+                "wants_more": self.wants_more}
 
 
 def sequential_verdict(log_ratios: list[float] | np.ndarray, max_blocks: int,
                        threshold: float = PRACTICAL_THRESHOLD, alpha: float = ALPHA) -> SequentialResult:
     """The adaptive decision of one arm from its block log-ratios in block order (see the module docstring)."""
     x = np.asarray(log_ratios, dtype=np.float64)
-    state, look = sequential_states(x[None, :], max_blocks, threshold, alpha)
-    return SequentialResult(STATE_NAMES[int(state[0])], int(look[0]) or None, int(x.size), max_blocks)
+    state, look, open_ = _replay(x[None, :], max_blocks, threshold, alpha)
+    return SequentialResult(STATE_NAMES[int(state[0])], int(look[0]) or None, int(x.size), max_blocks,
+                            bool(open_[0]))
 
 
 def fixed_verdict(log_ratios: list[float] | np.ndarray, threshold: float = PRACTICAL_THRESHOLD) -> str:

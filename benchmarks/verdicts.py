@@ -18,12 +18,25 @@ Designs (baseline A and one arm B per trial, 1 GPU, 70 s start-up per run + the 
   ``analysis.compare.speedup_from_run_medians`` + ``verdict_of`` (per-run medians, pooled t interval);
 - ``fixed``: 5 interleaved blocks, each A and B in the order of ``experiments.blocks.block_order``; verdict from
   ``analysis.sequential.fixed_states`` (paired t interval, TOST);
-- ``adaptive``: blocks until ``analysis.sequential.sequential_states`` decides or ``--max-blocks``.
+- ``adaptive`` (``repeats=auto``): blocks until ``analysis.sequential.sequential_states`` decides or stops the arm
+  (looks from block 2: Lan-DeMets O'Brien-Fleming-type alpha spending with a binding futility boundary, see that
+  module), at most ``--max-blocks``.
 
-Printed per design: A/A false-positive rate (faster or slower at s = 0), detection rate (verdict faster) at 3%, 5%
-and 10%, the share of arms decided (faster/slower/equivalent) and GPU-hours: mean per arm and per decided arm. The A/A
-rate is printed for every drift scale. Last line: ``A/A false positive X%; power 5%: Y% (fixed: Z%); GPU-hours vs
-fixed: R``, for the adaptive design, where R is its mean GPU-hours per arm over theirs.
+GPU-hours (1 GPU; a run takes 70 s of start-up plus its steps): an **arm** is one A/B comparison, the arm B and its
+baseline A. The GPU-hours of an arm are those of every run its comparison used, B's runs AND the baseline's runs in
+the same blocks (the baseline runs in every block and counts), up to the block where the arm was decided or stopped
+(5 blocks for the fixed designs; an arm that stops early saves both its runs and the baseline's runs of the blocks
+it does not need, as in the sweep when it is the group's last undecided arm). **GPU-h/arm** is their mean over the
+simulated arms at the four injected speedups 0, 3, 5 and 10% (equal numbers of each); **GPU-h/decided arm** is the
+total over those arms divided by the number of them with a verdict (faster, slower or equivalent).
+
+Printed: the A/A false-positive rate (faster or slower at s = 0; its Monte Carlo standard error in brackets) of every
+design at every drift scale, with the adaptive design's power at 5% and GPU-hours against the 5 fixed blocks there;
+then, at ``--drift``, per design: A/A false positives, detection rate (verdict faster) at 3%, 5% and 10%, A/A arms
+shown equivalent, the share decided and GPU-hours per arm and per decided arm, and the adaptive design's GPU-hours
+against the fixed ones at each speedup. Last line: ``A/A false positive X%; power 5%: Y% (fixed: Z%); GPU-hours vs
+fixed: R``, for the adaptive design at ``--drift``, where Z is the power of the 5 fixed interleaved blocks and R the
+adaptive design's GPU-h/arm over theirs.
 """
 
 from __future__ import annotations
@@ -99,94 +112,120 @@ def simulate(design: str, effect: float, drift_pct: float, trials: int, blocks: 
     return state, cum[np.arange(trials), 2 * used - 1]
 
 
-def table(drift_pct: float, trials: int, max_blocks: int, iters: int, cv: float, seed: int) -> dict[str, dict]:
-    """Every design at every injected effect: FP / power / decided share / GPU-hours."""
+AA_FACTOR = 3  # the A/A cells simulate 3x the trials: the 5% goal needs a small Monte Carlo error
+
+
+def table(drift_pct: float, trials: int, max_blocks: int, iters: int, cv: float, seed: int,
+          full: bool = True) -> dict[str, dict]:
+    """Every design at every injected effect: FP / power / decided share / GPU-hours (see the module docstring).
+    GPU-h/arm weighs the four effects equally (the A/A cell's larger sample is averaged first). ``full=False``: the
+    sequential design at s = 0 only (its power is mostly false positives)."""
     out = {}
     for design, blocks in (("sequential", 5), ("fixed", 5), ("adaptive", max_blocks)):
-        row = {"hours": [], "decided": 0, "n": 0}
-        for i, effect in enumerate(EFFECTS):
-            state, hours = simulate(design, effect, drift_pct, trials, blocks, iters, cv, seed + 1000 * i)
+        row: dict = {"decided": 0.0, "hours_by_effect": []}
+        for i, effect in enumerate(EFFECTS if design != "sequential" or full else EFFECTS[:1]):
+            n = trials * (AA_FACTOR if effect == 0 else 1)
+            state, hours = simulate(design, effect, drift_pct, n, blocks, iters, cv, seed + 1000 * i)
             row["fp" if effect == 0 else f"p{round(effect * 100)}"] = (
                 float(np.isin(state, (FASTER, SLOWER)).mean()) if effect == 0 else float((state == FASTER).mean()))
-            row["hours"].append(hours)
-            row["decided"] += int(np.isin(state, (FASTER, SLOWER, EQUIVALENT)).sum())
-            row["n"] += trials
+            row["hours_by_effect"].append(float(hours.mean()))
+            row["decided"] += float(np.isin(state, (FASTER, SLOWER, EQUIVALENT)).mean())
             if effect == 0:
                 row["aa_equivalent"] = float((state == EQUIVALENT).mean())
-        h = np.concatenate(row["hours"])
-        row["hours_per_arm"] = float(h.mean())
-        row["hours_per_decided"] = float(h.sum() / max(row["decided"], 1))
-        row["decided_share"] = row["decided"] / row["n"]
+                row["fp_se"] = math.sqrt(row["fp"] * (1 - row["fp"]) / n)
+        row["hours_per_arm"] = float(np.mean(row["hours_by_effect"]))
+        row["decided_share"] = row["decided"] / len(EFFECTS)
+        row["hours_per_decided"] = row["hours_per_arm"] / max(row["decided_share"], 1e-9)
         out[design] = row
     return out
 
 
-def plot(path: Path, fp: dict[str, list[float]]) -> None:
-    """The README figure: A/A false-positive rate against the drift scale, per design."""
+def plot(path: Path, by_drift: dict[float, dict], res: dict[str, dict]) -> None:
+    """The README figure: left, the A/A false-positive rate against the drift scale per design; right, at the
+    default drift, the detection rate per true speedup of 5 fixed blocks and of the adaptive design, with their
+    GPU-hours per arm."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.0, 3.6))
+    labels = {"sequential": "AAAAA then BBBBB (before)", "fixed": "5 interleaved blocks",
+              "adaptive": "adaptive (repeats=auto)"}
+    fig = Figure(figsize=(10.5, 3.8))
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    ax, bx = fig.subplots(1, 2)
     for name, style in (("sequential", "o-"), ("fixed", "s-"), ("adaptive", "^-")):
-        ax.plot(DRIFTS, [100 * x for x in fp[name]], style, label={"sequential": "AAAAA then BBBBB (before)",
-                                                                 "fixed": "5 interleaved blocks",
-                                                                 "adaptive": "adaptive (repeats=auto)"}[name])
+        ax.plot(list(by_drift), [100 * r[name]["fp"] for r in by_drift.values()], style, label=labels[name])
     ax.axhline(5, color="grey", ls="--", lw=1)
     ax.set_xscale("log")
     ax.set_xlabel("machine drift, % spread over 7 runs (random walk)")
     ax.set_ylabel("A/A false positives, %")
-    ax.set_title("Same variant twice: how often is it called faster or slower?")
+    ax.set_title("Same variant twice: called faster or slower", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+    width = 0.38
+    for j, name in enumerate(("fixed", "adaptive")):
+        r = res[name]
+        xs = np.arange(3) + (j - 0.5) * width
+        bx.bar(xs, [100 * r[f"p{e}"] for e in (3, 5, 10)], width,
+               label=f"{labels[name]}: {r['hours_per_arm']:.3f} GPU-h/arm")
+    bx.set_xticks(np.arange(3), ["3%", "5%", "10%"])
+    bx.set_xlabel("true speedup of the arm (18% drift)")
+    bx.set_ylabel("called faster, %")
+    bx.set_title("Detection rate and GPU-hours", fontsize=10)
+    bx.legend(fontsize=8)
+    bx.grid(alpha=0.3, axis="y")
     fig.savefig(path, dpi=90, bbox_inches="tight")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--drift", type=float, default=18.0, help="drift scale in %% (0.5 to 18; default 18)")
-    ap.add_argument("--trials", type=int, default=10000, help="simulated arms per design and effect")
+    ap.add_argument("--trials", type=int, default=10000, help="simulated arms per design and effect (A/A: 3x)")
     ap.add_argument("--max-blocks", type=int, default=6, help="max_blocks of the adaptive design")
     ap.add_argument("--iters", type=int, default=30, help="iterations per run")
     ap.add_argument("--cv", type=float, default=0.07, help="within-run coefficient of variation")
     ap.add_argument("--seed", type=int, default=15)
-    ap.add_argument("--plot", type=Path, help="write the A/A-vs-drift figure here (PNG)")
+    ap.add_argument("--plot", type=Path, help="write the figure of the README here (PNG)")
     a = ap.parse_args(argv)
     if not 0 < a.drift <= 100 or a.trials < 100 or a.max_blocks < 3:
         ap.error(f"--drift {a.drift} must be in (0, 100], --trials {a.trials} >= 100, --max-blocks >= 3")
     t0 = time.perf_counter()
-    fp: dict[str, list[float]] = {"sequential": [], "fixed": [], "adaptive": []}
-    print("A/A false-positive rate by drift scale (the same variant twice; 5% is the goal):")
-    print(f"{'drift %':>8} {'sequential AAAAA-BBBBB':>24} {'5 fixed blocks':>15} {'adaptive':>9}")
-    for d in DRIFTS:
-        rates = {}
-        for design, blocks in (("sequential", 5), ("fixed", 5), ("adaptive", a.max_blocks)):
-            state, _ = simulate(design, 0.0, d, a.trials, blocks, a.iters, a.cv, a.seed + 7)
-            rates[design] = float(np.isin(state, (FASTER, SLOWER)).mean())
-            fp[design].append(rates[design])
-        print(f"{d:>8.1f} {100 * rates['sequential']:>23.1f}% {100 * rates['fixed']:>14.1f}% "
-              f"{100 * rates['adaptive']:>8.1f}%")
+    by_drift = {d: table(d, a.trials, a.max_blocks, a.iters, a.cv, a.seed + 7, full=False) for d in DRIFTS}
+    print(f"A/A false-positive rate by drift scale (the same variant twice; goal <= 5%; {AA_FACTOR * a.trials} arms "
+          "each, Monte Carlo standard error in brackets), and the adaptive design against 5 fixed blocks:")
+    print(f"{'drift %':>8} {'sequential AAAAA-BBBBB':>23} {'5 fixed blocks':>15} {'adaptive':>15} "
+          f"{'power 5% adaptive / fixed':>26} {'GPU-hours vs fixed':>19}")
+    for d, r in by_drift.items():
+        sq, fx, ad = r["sequential"], r["fixed"], r["adaptive"]
+        print(f"{d:>8.1f} {_pct(sq):>23} {_pct(fx):>15} {_pct(ad):>15} "
+              f"{100 * ad['p5']:>16.1f}% / {100 * fx['p5']:.1f}% {ad['hours_per_arm'] / fx['hours_per_arm']:>19.2f}")
     res = table(a.drift, a.trials, a.max_blocks, a.iters, a.cv, a.seed)
-    print(f"\ndrift {a.drift}%, within-run CV {a.cv:.0%}, {a.iters} iterations per run, {a.trials} arms per cell, "
-          f"adaptive max_blocks={a.max_blocks}:")
+    print(f"\ndrift {a.drift}%, within-run CV {a.cv:.0%}, {a.iters} iterations per run, {a.trials} arms per cell "
+          f"(A/A {AA_FACTOR * a.trials}), adaptive max_blocks={a.max_blocks}; an arm's GPU-hours include its "
+          "baseline's runs:")
     print(f"{'design':>11} {'A/A FP':>7} {'power 3%':>9} {'5%':>6} {'10%':>6} {'A/A equiv.':>10} {'decided':>8} "
           f"{'GPU-h/arm':>10} {'GPU-h/decided arm':>18}")
     for name, r in res.items():
         print(f"{name:>11} {100 * r['fp']:>6.1f}% {100 * r['p3']:>8.1f}% {100 * r['p5']:>5.1f}% {100 * r['p10']:>5.1f}% "
               f"{100 * r['aa_equivalent']:>9.1f}% {100 * r['decided_share']:>7.1f}% {r['hours_per_arm']:>10.3f} "
               f"{r['hours_per_decided']:>18.3f}")
+    ad, fx = res["adaptive"], res["fixed"]
+    ratios = zip(EFFECTS, ad["hours_by_effect"], fx["hours_by_effect"], strict=True)
+    print("adaptive GPU-hours vs fixed by true speedup: " + ", ".join(f"{round(100 * e)}%: {h / g:.2f}"
+                                                                       for e, h, g in ratios))
     if a.plot:
-        plot(a.plot, fp)
+        plot(a.plot, by_drift, res)
         print(f"figure: {a.plot}")
     print(f"({time.perf_counter() - t0:.0f} s)")
-    ad, fx = res["adaptive"], res["fixed"]
     print(f"A/A false positive {100 * ad['fp']:.1f}%; power 5%: {100 * ad['p5']:.1f}% (fixed: {100 * fx['p5']:.1f}%); "
           f"GPU-hours vs fixed: {ad['hours_per_arm'] / fx['hours_per_arm']:.2f}")
     return 0
+
+
+def _pct(row: dict) -> str:
+    return f"{100 * row['fp']:.1f}% ({100 * row['fp_se']:.1f})"
 
 
 if __name__ == "__main__":

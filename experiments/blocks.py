@@ -4,7 +4,7 @@
   drawn from ``random.Random(f"{seed}:{index}")``, where ``seed`` is ``block_seed`` (or, when null, derived from
   the sweep id) and is recorded in the manifest's ``design``. A run's repeat index is its block index. The order is
   recorded (manifest ``blocks``) and never recomputed: a resume submits the missing runs in the recorded order.
-- ``repeats=N`` plans N blocks; ``repeats=auto`` plans K_MIN (3) blocks, then the conductor adds one block at a
+- ``repeats=N`` plans N blocks; ``repeats=auto`` plans K_MIN (2) blocks, then the conductor adds one block at a
   time (:func:`next_block`) with the arms that are still undecided, their groups' baselines and controls, until
   every arm is decided, an arm has ``max_blocks`` blocks, or the next block would pass ``max_gpu_hours``.
 - ``control=true`` adds a copy of each group's baseline (``<baseline>.ctl``, role ``control``) to every block; its
@@ -21,11 +21,11 @@ import hashlib
 import random
 from typing import Any
 
+from analysis.sequential import K_MIN, METHOD
 from contracts.manifest import Manifest
 from contracts.records import Variant, safe_name
 from contracts.statuses import ManifestStatus, Role
 
-K_MIN = 3  # analysis/sequential.py K_MIN: the first look of the adaptive design
 CONTROL_SUFFIX = ".ctl"
 
 
@@ -73,7 +73,7 @@ def design_doc(*, repeats: int | str, seed: int, control: bool, max_blocks: int,
             "max_blocks": max_blocks if repeats == "auto" else int(repeats), "practical_threshold": threshold,
             "alpha": 0.05, "order": "random.Random(f'{seed}:{index}').shuffle per block",
             "run_gpu_hours": run_gpu_hours,
-            "method": "group_sequential_obf" if repeats == "auto" else "fixed_paired_t_tost"}
+            "method": METHOD if repeats == "auto" else "fixed_paired_t_tost"}
 
 
 def _group_key(v: Any) -> str:

@@ -13,10 +13,13 @@ from analysis.paired import Design, drift, paired_speedup
 from analysis.sequential import (
     EQUIVALENT,
     FASTER,
+    P_FUTILITY,
     SLOWER,
     STOPPED,
     UNDECIDED,
+    boundaries,
     fixed_verdict,
+    futility_bounds,
     obf_spending,
     sequential_states,
     sequential_verdict,
@@ -47,12 +50,27 @@ def test_fixed_verdicts_faster_slower_equivalent_and_undecided():
     assert fixed_verdict(np.log([1.005, 1.0051, 1.0049, 1.005, 1.005]), threshold=0.001) == "faster"
 
 
-def test_obf_spending_spends_alpha_by_the_end_and_little_early():
-    assert obf_spending(1.0) == pytest.approx(0.05)
-    assert obf_spending(0.3) < 0.001 < obf_spending(0.6) < 0.05
+def test_lan_demets_obf_boundaries_match_the_published_table():
+    """Known variance, 5 equal looks, 2.5% per side: Lan-DeMets O'Brien-Fleming-type boundaries 4.877, 3.357,
+    2.680, 2.290, 2.031 (the published table, e.g. gsDesign's sfLDOF); the same simulation gives the t ones."""
+    assert obf_spending(1.0, 0.025) == pytest.approx(0.025)
+    assert obf_spending(0.2, 0.025) == pytest.approx(sps.norm.sf(4.877), rel=0.01)  # one side
+    z, _ = boundaries(5, k_min=1, known_variance=True)
+    assert z[2] == pytest.approx(3.357, abs=0.06)  # 0.08% of the paths cross there: a larger Monte Carlo error
+    assert list(z[3:]) == pytest.approx([2.680, 2.290, 2.031], abs=0.02)
+
+
+def test_t_boundaries_look_from_block_2_with_a_binding_futility_wedge():
     two, one = t_boundaries(6)
-    assert math.isinf(two[2]) and two[3] > two[4] > two[5] > two[6] > sps.t.isf(0.025, 5)
-    assert one[6] < two[6]
+    fut = futility_bounds(6)
+    assert math.isinf(two[1]) and np.isfinite(two[2]) and two[2] > two[3] > two[4] > two[5] > two[6]
+    assert fut[2] == pytest.approx(sps.t.isf(P_FUTILITY / 2, 1)) and fut[6] == 0
+    assert all(fut[k] < two[k] for k in range(2, 7))
+    # binding futility gives its alpha back to the later looks: the last boundary is below the fixed 6-block t test
+    assert two[6] < sps.t.isf(0.025, 5) < two[5]
+    assert np.isfinite(one[2]) and one[2] > one[6] > sps.t.isf(0.05, 5)  # TOST: no futility, spends 5% per test
+    with pytest.raises(ValueError, match="max_blocks"):
+        boundaries(1)
 
 
 def test_sequential_design_keeps_the_false_positive_rate_at_5_percent_over_all_looks():
@@ -66,17 +84,28 @@ def test_sequential_design_keeps_the_false_positive_rate_at_5_percent_over_all_l
         t = x[:, :k].mean(1) / (x[:, :k].std(1, ddof=1) / math.sqrt(k))
         naive |= np.abs(t) > sps.t.isf(0.025, k - 1)
     assert naive.mean() > fp + 0.03
+    # an A/A arm does not come out faster more often than alpha / 2
+    assert (state == FASTER).mean() <= 0.0275 and (state == SLOWER).mean() <= 0.0275
+    # most A/A arms stop at the first looks (the futility wedge): that is where the GPU-hours are saved
+    assert np.isin(look[state == STOPPED], (2, 3)).mean() > 0.8 and (look == 2).mean() > 0.5
 
 
 def test_sequential_stops_early_on_a_big_effect_and_on_equivalence():
+    first = sequential_verdict(np.log([1.30, 1.3001]), 6)  # two blocks that agree to 0.01%: the first look
+    assert first.state == "faster" and first.look == 2 and not first.wants_more
     big = sequential_verdict(np.log([1.30, 1.31, 1.29]), 6)
     assert big.state == "faster" and big.look == 3 and not big.wants_more
+    assert sequential_verdict(np.log([1.30, 1.31]), 6).state == "undecided"  # 1 degree of freedom: not yet
     same = sequential_verdict(np.log([1.0005, 0.9995, 1.0002, 0.9998]), 6)
     assert same.state == "equivalent" and same.look in (3, 4)
+    # the difference test closed at block 2 (the blocks disagree), but equivalence is in reach: the arm goes on
+    near = sequential_verdict(np.log([1.004, 0.996]), 6)
+    assert near.state == "undecided" and not near.difference_open and near.wants_more
+    assert sequential_verdict(np.log([1.004, 0.996, 1.05, 1.05, 1.05, 1.05]), 6).state != "faster"
     open_ = sequential_verdict(np.log([1.06, 1.03, 1.045]), 6)
     assert open_.state == "undecided" and open_.wants_more and open_.look is None
     hopeless = sequential_verdict(np.log([1.10, 0.90, 1.00, 1.08, 0.93]), 6)
-    assert hopeless.state == "stopped" and not hopeless.wants_more
+    assert hopeless.state == "stopped" and hopeless.look == 2 and not hopeless.wants_more
     state, look = sequential_states(np.log([[1.3, 1.31, 1.29, np.nan, np.nan, np.nan]]), 6)
     assert state[0] == FASTER and look[0] == 3
     assert UNDECIDED != STOPPED != EQUIVALENT

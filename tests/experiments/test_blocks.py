@@ -93,7 +93,7 @@ def test_adaptive_next_block_runs_only_undecided_arms_with_baseline_and_control(
                            "dispatcher=alltoall"), [], render=False)
     sd = SweepDir(root)
     m = Manifest.load(sd)
-    assert len(m.blocks) == 3 and m.design["repeats"] == "auto" and m.design["max_blocks"] == 4
+    assert len(m.blocks) == 2 and m.design["repeats"] == "auto" and m.design["max_blocks"] == 4  # first look: 2
     arms, why = next_block(m, [_comparison("a2a.ovl1.dw0", True), _comparison("a2a.ovl0.dw0.ctl", False, True)],
                            1000)
     assert set(arms) == {"a2a.ovl0.dw0", "a2a.ovl0.dw0.ctl", "a2a.ovl1.dw0"} and "a2a.ovl1.dw0" in why
