@@ -12,7 +12,7 @@ set -u
 cd "$(dirname "$0")/../.."
 # shellcheck disable=SC1091
 source scripts/gpu/device_env.sh || exit 1
-R=${R:-results16}
+R=${R:-results/r16}  # under the git-ignored results/: the device keeps it between calls while warm
 OUT=${OUT:-/tmp/out}
 mkdir -p "$R" "$OUT"
 now() { date +%s.%N; }

@@ -11,13 +11,13 @@
 #                                                #   baseline + a2a.ovl0.dw0.ctl, repeats=auto up to 3 blocks
 #   bash scripts/gpu/h200_runs.sh ab             # issue 15: A/B at EP=1: alltoall against allgather,
 #                                                #   3 interleaved blocks (6 runs of ~75 s fit one 600 s call)
-#   bash scripts/gpu/h200_runs.sh pack           # results_gpu/ -> $OUT/results_gpu.tgz
-# Every step goes on when an earlier one fails (each records its exit code in results_gpu/timing.tsv).
+#   bash scripts/gpu/h200_runs.sh pack           # $R (results/gpu) -> $OUT/results_gpu.tgz
+# Every step goes on when an earlier one fails (each records its exit code in $R/timing.tsv).
 set -u
 cd "$(dirname "$0")/../.."
 # shellcheck disable=SC1091
 source scripts/gpu/device_env.sh || exit 1
-R=${R:-results_gpu}
+R=${R:-results/gpu}  # under the git-ignored results/: the device keeps it between calls while warm
 OUT=${OUT:-/tmp/out}
 mkdir -p "$R" "$OUT"
 PY=python3
