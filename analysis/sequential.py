@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats as sps
 
 ALPHA = 0.05
 K_MIN = 2  # the first look: after block 2 (one degree of freedom; the boundaries are exact for it)
@@ -64,6 +63,19 @@ STATE_NAMES = {UNDECIDED: "undecided", FASTER: "faster", SLOWER: "slower", EQUIV
 METHOD = "group_sequential_t_obf_binding_futility"
 _N_PATHS = 200_000  # simulated null paths behind the boundaries
 _PATHS_SEED = 20261129
+
+
+class _LazyStats:
+    """scipy.stats on first use: the planner imports this module for K_MIN and METHOD (experiments/blocks.py),
+    and importing scipy.stats costs about 1 s (issue 17)."""
+
+    def __getattr__(self, name: str):
+        from scipy import stats
+
+        return getattr(stats, name)
+
+
+sps = _LazyStats()
 
 
 def obf_spending(t: float, level: float) -> float:

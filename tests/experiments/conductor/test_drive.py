@@ -206,7 +206,8 @@ def test_local_polls_start_short_and_a_validate_batch_stays_under_its_cap():
 
 def test_the_conductor_imports_no_statistics_before_its_jobs_start():
     # scipy and matplotlib (1-2 s) are imported by analysis.api.preload while the first jobs run, not at start-up
-    code = ("import sys, experiments.sweep, experiments.conductor.drive, experiments.conductor.analyse; "
+    code = ("import sys, experiments.sweep, experiments.plan, experiments.blocks, experiments.conductor.drive, "
+            "experiments.conductor.analyse; "
             "bad = sorted(m for m in ('scipy', 'matplotlib', 'sqlalchemy') if m in sys.modules); "
             "from analysis.api import preload; preload(plots=True); "
             "print(bad, 'scipy' in sys.modules and 'matplotlib' in sys.modules)")
