@@ -75,8 +75,8 @@ class SweepSettings:
                                        or self.repeats < 1):
             raise ConfigError(f"repeats={self.repeats!r} must be an integer >= 1 (blocks) or auto")
         if not isinstance(self.max_blocks, int) or isinstance(self.max_blocks, bool) or self.max_blocks < 3:
-            raise ConfigError(f"max_blocks={self.max_blocks!r} must be an integer >= 3 (the adaptive design's "
-                              "first look is after block 3)")
+            raise ConfigError(f"max_blocks={self.max_blocks!r} must be an integer >= 3 (the adaptive design looks "
+                              "after block 2 and needs at least one look after it)")
         if self.block_seed is not None and (not isinstance(self.block_seed, int) or isinstance(self.block_seed, bool)
                                             or self.block_seed < 0):
             raise ConfigError(f"block_seed={self.block_seed!r} must be null (derived from the sweep id) or an "
