@@ -8,6 +8,8 @@ import re
 from array import array
 from dataclasses import dataclass
 
+import numpy as np
+
 from analysis.bulk import LayoutKernel
 
 MAX_LINE = 1 << 20  # a line with no \n or \r within 1 MiB is dropped
@@ -107,19 +109,58 @@ def _floats(values: list[bytes]) -> list[float] | None:
             return None
 
 
+class Rows:
+    """The rows (line numbers among a stream's accepted iteration lines) of one layout, in increasing order, held as
+    runs ``[start, stop)``: 16 bytes per run instead of 8 per row (one run for a log of one layout)."""
+
+    __slots__ = ("n", "runs")
+
+    def __init__(self) -> None:
+        self.runs = array("q")  # start, stop, start, stop, ...
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, start: int, count: int = 1) -> None:
+        """Append rows ``start .. start + count - 1`` (after every row held)."""
+        if len(self.runs) and self.runs[-1] == start:
+            self.runs[-1] = start + count
+        else:
+            self.runs.extend((start, start + count))
+        self.n += count
+
+    def extend(self, runs: bytes, shift: int) -> None:
+        """Append the runs of another :class:`Rows` (``runs``: its ``runs`` as bytes), each moved by ``shift``."""
+        for start, stop in np.frombuffer(runs, np.int64).reshape(-1, 2).tolist():
+            self.add(start + shift, stop - start)
+
+    def numbers(self) -> np.ndarray:
+        """The rows as an int64 array."""
+        runs = np.frombuffer(self.runs, np.int64).reshape(-1, 2) if len(self.runs) else np.zeros((0, 2), np.int64)
+        lengths = runs[:, 1] - runs[:, 0]
+        return np.repeat(runs[:, 0] - np.cumsum(lengths) + lengths, lengths) + np.arange(self.n, dtype=np.int64)
+
+
 @dataclass(slots=True)
 class _Layout:
-    """One key sequence of iteration lines and the columns picked from it."""
+    """One key sequence of iteration lines and the columns picked from it: ``columns[j]`` holds the values of
+    ``names[j]`` (float64, one per row of ``rows``)."""
 
     keys: tuple[bytes, ...]  # stripped Megatron keys of the line, in order
     names: tuple[str, ...]  # column names, in getter order
     getter: object  # callable: list of floats (+ NaN sentinel) -> tuple in ``names`` order
     has_tflops: bool
-    rows: array
-    values: array
+    rows: Rows
+    columns: list[array]
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
+
+    def clear(self) -> None:
+        """Forget the rows and values."""
+        self.rows = Rows()
+        self.columns = [array("d") for _ in self.names]
 
 
 def _make_layout(keys: list[bytes]) -> _Layout | None:
@@ -147,10 +188,8 @@ def _make_layout(keys: list[bytes]) -> _Layout | None:
             names.append(EXTRA_PREFIX + k.decode())
             picks.append(i)
     getter = operator.itemgetter(*picks) if len(picks) > 1 else (lambda f, i=picks[0]: (f[i],))
-    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, array("q"), array("d"), tuple(keys),
-                   tuple(picks))
-
-
+    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, Rows(), [array("d") for _ in names],
+                   tuple(keys), tuple(picks))
 
 
 def _timestamp(buf: bytes, at: int, pos: int) -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from analysis.grammar import (
     _NAN,
     _STEP_RE,
     ITER_RE,
-    MARKERS_KEPT,
+    MARKERS_KEPT,  # noqa: F401  (re-exported: the bound on kept markers, read by the tests)
     MAX_LINE,
     STANDARD_FIELDS,
     _floats,
@@ -48,7 +48,8 @@ from analysis.grammar import (
     _make_layout,
     _timestamp,
 )
-from analysis.markers import TEXT_LIMIT, Marker, clean_line, scan_markers
+from analysis.markers import clean_line
+from analysis.tail import MarkerBag, Tail
 
 
 class Scanner(BulkRegions):
@@ -73,8 +74,9 @@ class Scanner(BulkRegions):
         self.peak_gb: float | None = None
         self.memory_lines = 0
         self.config: dict[str, str] = {}
-        self.kept: dict[str, tuple[list[Marker], deque[Marker]]] = {}
-        self.counts: dict[str, int] = {}
+        self.bag = MarkerBag()  # the failure markers kept (set-up, then tails, file after file)
+        self.kept, self.counts = self.bag.kept, self.bag.counts
+        self.after_cut = False  # a second half (analysis.split): Step Time lines are not read (see _iterations)
         self.damaged = 0
         self.step_lines = 0
         self.first_off: int | None = None
@@ -88,26 +90,35 @@ class Scanner(BulkRegions):
         self.begin_file("")
 
     # -- file boundaries -------------------------------------------------------------------------------------
-    def begin_file(self, name: str) -> None:
+    def begin_file(self, name: str, size: int | None = None,
+                   reread: Callable[[int, int], bytes] | None = None) -> None:
+        """Start file ``name`` at the current stream offset (see :meth:`know_size` for ``size`` and ``reread``)."""
         self.file = name
+        self.file_base = self.base
         self.in_setup = True
         self.file_has_iter = False
         self._first_at = 0  # where the file's first iteration line starts in the buffer that holds it
         self.carry = b""
         self.carry_base = self.base
         self.skip_line = False
-        self.tail: deque[tuple[bytes, int, int, int]] = deque()
-        self.tail_size = 0
+        self.know_size(size, reread)
 
-    def end_file(self) -> None:
+    def know_size(self, size: int | None, reread: Callable[[int, int], bytes] | None = None) -> None:
+        """Before the file's first byte: its ``size`` (bytes) and ``reread(stream offset, length)`` for its bytes,
+        so that its tail holds no bytes (:class:`analysis.tail.Tail`)."""
+        self.tail = Tail(self.tail_bytes, self.file, None if size is None else self.base + size, reread)
+
+    def end_lines(self) -> None:
+        """Read the file's last line when it has no line end."""
         if self.carry and not self.skip_line:
             line = self.carry + b"\n"
             self._checked(line, 0, len(line), self.carry_base)
         self.carry = b""
-        for buf, pos, end, base in self.tail:
-            self._markers(buf, pos, end, base)
-        self.tail.clear()
-        self.tail_size = 0
+
+    def end_file(self) -> None:
+        """End the file: its last line, then the marker scan of its tail."""
+        self.end_lines()
+        self.tail.finish(self.bag)
 
     # -- byte input ------------------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -184,7 +195,7 @@ class Scanner(BulkRegions):
         if self.in_setup:
             # markers and config lines before the file's first iteration line; the rest of the region is tail
             stop = max(pos, buf.rfind(b"\n", pos, self._first_at) + 1) if self.file_has_iter else end
-            self._markers(buf, pos, stop, base)
+            self.bag.scan(buf, pos, stop, base, self.file)
             for m in _CONFIG_RE.finditer(buf, pos, stop):
                 key = m.group(1).decode()
                 if key not in self.config:
@@ -194,11 +205,7 @@ class Scanner(BulkRegions):
             if self.in_setup or stop == end:
                 return
             pos = stop
-        self.tail.append((buf, pos, end, base))
-        self.tail_size += end - pos
-        while self.tail and self.tail_size - (self.tail[0][2] - self.tail[0][1]) >= self.tail_bytes:
-            old = self.tail.popleft()
-            self.tail_size -= old[2] - old[1]
+        self.tail.add(buf, pos, end, base)
 
     def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[int, float]]:
         steps = []
@@ -213,7 +220,7 @@ class Scanner(BulkRegions):
         return steps
 
     def _iterations(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        if len(self.it) and not self._layout_without_tflops:
+        if (len(self.it) or self.after_cut) and not self._layout_without_tflops:
             # every iteration line so far carries its throughput: Step Time lines add nothing and are not read
             # (``step_lines`` counts the lines read; skipping the count saves a pass over the bytes)
             steps: list[tuple[int, float]] = []
@@ -273,8 +280,9 @@ class Scanner(BulkRegions):
         floats.append(_NAN)
         self.it.append(int(n))
         self.total.append(int(total))
-        layout.rows.append(row)
-        layout.values.extend(layout.getter(floats))
+        layout.rows.add(row)
+        for column, value in zip(layout.columns, layout.getter(floats), strict=True):
+            column.append(value)
         if layout.has_tflops:
             self._fast = layout
         pending = self.pending
@@ -341,18 +349,6 @@ class Scanner(BulkRegions):
             if self.peak_gb is None or value > self.peak_gb:
                 self.peak_gb = value
 
-    def _markers(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        for lo, text, kind in scan_markers(buf, pos, end):
-            self._keep(Marker(kind, text[:TEXT_LIMIT], self.file, base + lo))
-
-    def _keep(self, marker: Marker) -> None:
-        self.counts[marker.kind] = self.counts.get(marker.kind, 0) + 1
-        first, last = self.kept.setdefault(marker.kind, ([], deque(maxlen=MARKERS_KEPT)))
-        if len(first) < MARKERS_KEPT:
-            first.append(marker)
-        else:
-            last.append(marker)
-
     # -- columns ---------------------------------------------------------------------------------------------
     def _truncated(self, layout: _Layout) -> bool:
         """True when ``layout``'s keys are a strict prefix of another layout's keys: its lines were cut at a "|"."""
@@ -364,12 +360,13 @@ class Scanner(BulkRegions):
         for layout in self.layouts.values():
             if len(layout.rows) and self._truncated(layout):
                 self.damaged += len(layout.rows)
-                layout.rows = array("q")
-                layout.values = array("d")
+                layout.clear()
 
     def columns(self) -> dict[str, np.ndarray]:
         """Raw columns in line order (duplicates not yet removed): iteration, train_iters, the standard fields,
-        ``tflops`` and ``loss:<key>`` extra losses; NaN where a line lacks a field."""
+        ``tflops`` and ``loss:<key>`` extra losses; NaN where a line lacks a field. The layouts' values are handed
+        over (views where one layout holds every row, the usual log) and the layouts emptied, so that a column
+        is freed when its caller drops it."""
         n = len(self.it)
         cols: dict[str, np.ndarray] = {
             "iteration": np.frombuffer(self.it, dtype=np.int64) if n else np.zeros(0, np.int64),
@@ -377,26 +374,26 @@ class Scanner(BulkRegions):
         }
         used = [layout for layout in self.layouts.values() if len(layout.rows)]
         self.tflops_from_lines = any(layout.has_tflops for layout in used)
+        standard = [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]
         if len(used) == 1 and len(used[0].rows) == n:
-            # one layout holds every row in line order (the usual log): columns are views, no copy
-            layout = used[0]
-            values = np.frombuffer(layout.values, dtype=np.float64).reshape(n, len(layout.names))
-            cols |= {name: values[:, j] for j, name in enumerate(layout.names)}
-            for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
+            # one layout holds every row in line order: its columns are views, no copy
+            cols |= {name: np.frombuffer(values, dtype=np.float64)
+                     for name, values in zip(used[0].names, used[0].columns, strict=True)}
+            used[0].clear()
+            for name in standard:
                 cols.setdefault(name, np.full(n, np.nan))
             covered = None
         else:
-            for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
+            for name in standard:
                 cols[name] = np.full(n, np.nan)
             covered = np.zeros(n, dtype=bool)  # rows of dropped (truncated) layouts are not covered
             for layout in used:
-                rows = np.frombuffer(layout.rows, dtype=np.int64)
-                values = np.frombuffer(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
+                rows = layout.rows.numbers()
                 covered[rows] = True
-                for j, name in enumerate(layout.names):
-                    cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
-                del rows, values
-                layout.rows, layout.values = array("q"), array("d")  # release the raw columns as we go
+                for name, values in zip(layout.names, layout.columns, strict=True):
+                    cols.setdefault(name, np.full(n, np.nan))[rows] = np.frombuffer(values, dtype=np.float64)
+                del rows
+                layout.clear()  # release the raw columns as we go
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):
