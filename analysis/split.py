@@ -69,16 +69,17 @@ def balanced_cut(size: int, tail_bytes: int, marker_cost: float = MARKER_COST) -
 def cut_offset(fh: Any, size: int, tail_bytes: int, chunk: int) -> int | None:
     """The cut (a byte offset of ``fh``): for the multiple ``k * chunk`` nearest :func:`balanced_cut` (or the one
     before or after it), ``k * chunk`` itself when a line ends just before it, else the start of the line after
-    the one across it. None when that line does not end within ``LINE_WINDOW`` bytes either side (then the
-    one-pass state at the boundary might hold more than a short partial line)."""
+    the one across it. None when that line does not end within ``LINE_WINDOW`` bytes (at most one chunk) either
+    side: then the one-pass state at the boundary might hold more than a short partial line."""
     k0 = max(1, round(balanced_cut(size, tail_bytes) / chunk))
+    window = min(LINE_WINDOW, chunk)  # within the chunks either side of the boundary
     try:
         for k in (k0, k0 - 1, k0 + 1):
             at = k * chunk
             if not 0 < at < size - 1:
                 continue
-            fh.seek(at - LINE_WINDOW)
-            before, after = fh.read(LINE_WINDOW), fh.read(LINE_WINDOW)
+            fh.seek(at - window)
+            before, after = fh.read(window), fh.read(window)
             if before.endswith(b"\n"):
                 return at
             i = after.find(b"\n")
