@@ -106,7 +106,7 @@ class BulkRegions:
         self.total.frombytes(int64_bytes(totals))
         layout.rows.add(row, count)
         for column, pick in zip(layout.columns, layout.picks, strict=True):
-            column.frombytes(table[:, pick].tobytes())
+            column.extend(table[:, pick])
         self.pending = None  # the layout has its throughput field: a Step Time line before it is not used
         return True
 

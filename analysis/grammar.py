@@ -142,6 +142,85 @@ class Rows:
         return np.repeat(runs[:, 0] - np.cumsum(lengths) + lengths, lengths) + np.arange(self.n, dtype=np.int64)
 
 
+class Column:
+    """A column of float64 (``dtype`` "d") or int64 ("q") values, appended one at a time or in blocks, held
+    compactly: a block of one repeated value (bit for bit) as that value and a count, every other value in one
+    growing array. Constant columns (batch size, skipped and NaN counts, a constant extra loss, the total
+    iterations) so cost nothing per row while a log is read, and :meth:`take` hands over a column without
+    constant blocks without a copy (issue 17: flat memory)."""
+
+    __slots__ = ("blocks", "dense", "dtype", "n")
+
+    def __init__(self, dtype: str = "d") -> None:
+        self.dtype = dtype
+        self.dense = array(dtype)  # the values not in a constant block, in order
+        self.blocks: list[list[int | None]] = []  # [bits of the repeated value, or None for dense values, count]
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _np(self) -> type:
+        return np.float64 if self.dtype == "d" else np.int64
+
+    def append(self, value: float) -> None:
+        self.dense.append(value)
+        self._count(None, 1)
+
+    def _count(self, bits: int | None, count: int) -> None:
+        if self.blocks and self.blocks[-1][0] == bits and (bits is not None or self.blocks[-1][0] is None):
+            self.blocks[-1][1] += count
+        else:
+            self.blocks.append([bits, count])
+        self.n += count
+
+    def extend(self, values: np.ndarray) -> None:
+        """Append a block of values (an array of ``dtype``'s kind)."""
+        if not values.size:
+            return
+        bits = values.view(np.int64) if values.dtype.itemsize == 8 else None
+        if values.size > 1 and (bits == bits[0]).all():
+            self._count(int(bits[0]), values.size)
+        else:
+            self.dense.frombytes(np.ascontiguousarray(values, self._np()).tobytes())
+            self._count(None, values.size)
+
+    def frombytes(self, data: bytes) -> None:
+        """Append the values of another column's :meth:`tobytes`."""
+        self.extend(np.frombuffer(data, self._np()))
+
+    def take(self) -> np.ndarray:
+        """All values as one array (a view of the dense values when there is no constant block); the column is
+        empty afterwards."""
+        dense = np.frombuffer(self.dense, self._np()) if len(self.dense) else np.zeros(0, self._np())
+        blocks, n = self.blocks, self.n
+        self.dense, self.blocks, self.n = array(self.dtype), [], 0
+        if all(bits is None for bits, _ in blocks):
+            return dense
+        out = np.empty(n, self._np())
+        out_bits = out.view(np.int64)
+        at = used = 0
+        for bits, count in blocks:
+            if bits is None:
+                out[at:at + count] = dense[used:used + count]
+                used += count
+            else:
+                out_bits[at:at + count] = bits
+            at += count
+        return out
+
+    def tobytes(self) -> bytes:
+        """The values as native bytes (the column is kept)."""
+        values = self.take()
+        self.extend(values)
+        return values.tobytes()
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` values."""
+        values = self.take()
+        self.extend(values[:n].copy())
+
+
 @dataclass(slots=True)
 class _Layout:
     """One key sequence of iteration lines and the columns picked from it: ``columns[j]`` holds the values of
@@ -152,7 +231,7 @@ class _Layout:
     getter: object  # callable: list of floats (+ NaN sentinel) -> tuple in ``names`` order
     has_tflops: bool
     rows: Rows
-    columns: list[array]
+    columns: list[Column]
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
@@ -160,7 +239,7 @@ class _Layout:
     def clear(self) -> None:
         """Forget the rows and values."""
         self.rows = Rows()
-        self.columns = [array("d") for _ in self.names]
+        self.columns = [Column() for _ in self.names]
 
 
 def _make_layout(keys: list[bytes]) -> _Layout | None:
@@ -188,7 +267,7 @@ def _make_layout(keys: list[bytes]) -> _Layout | None:
             names.append(EXTRA_PREFIX + k.decode())
             picks.append(i)
     getter = operator.itemgetter(*picks) if len(picks) > 1 else (lambda f, i=picks[0]: (f[i],))
-    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, Rows(), [array("d") for _ in names],
+    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, Rows(), [Column() for _ in names],
                    tuple(keys), tuple(picks))
 
 

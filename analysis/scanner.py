@@ -44,6 +44,7 @@ from analysis.grammar import (
     MAX_LINE,
     STANDARD_FIELDS,
     _floats,
+    Column,
     _Layout,
     _make_layout,
     _timestamp,
@@ -58,7 +59,7 @@ class Scanner(BulkRegions):
     def __init__(self, tail_bytes: int) -> None:
         self.tail_bytes = tail_bytes
         self.it = array("q")
-        self.total = array("q")
+        self.total = Column("q")  # the M of "iteration N/ M", per row
         self.layouts: dict[tuple[bytes, ...], _Layout] = {}
         self._last_keys: list[bytes] | None = None
         self._last_layout: _Layout | None = None
@@ -370,15 +371,14 @@ class Scanner(BulkRegions):
         n = len(self.it)
         cols: dict[str, np.ndarray] = {
             "iteration": np.frombuffer(self.it, dtype=np.int64) if n else np.zeros(0, np.int64),
-            "train_iters": np.frombuffer(self.total, dtype=np.int64) if n else np.zeros(0, np.int64),
+            "train_iters": self.total.take(),
         }
         used = [layout for layout in self.layouts.values() if len(layout.rows)]
         self.tflops_from_lines = any(layout.has_tflops for layout in used)
         standard = [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]
         if len(used) == 1 and len(used[0].rows) == n:
             # one layout holds every row in line order: its columns are views, no copy
-            cols |= {name: np.frombuffer(values, dtype=np.float64)
-                     for name, values in zip(used[0].names, used[0].columns, strict=True)}
+            cols |= {name: values.take() for name, values in zip(used[0].names, used[0].columns, strict=True)}
             used[0].clear()
             for name in standard:
                 cols.setdefault(name, np.full(n, np.nan))
@@ -391,7 +391,7 @@ class Scanner(BulkRegions):
                 rows = layout.rows.numbers()
                 covered[rows] = True
                 for name, values in zip(layout.names, layout.columns, strict=True):
-                    cols.setdefault(name, np.full(n, np.nan))[rows] = np.frombuffer(values, dtype=np.float64)
+                    cols.setdefault(name, np.full(n, np.nan))[rows] = values.take()
                 del rows
                 layout.clear()  # release the raw columns as we go
         cols["nonfinite"] = np.zeros(n, dtype=bool)

@@ -92,12 +92,12 @@ def cut_offset(fh: Any, size: int, tail_bytes: int, chunk: int) -> int | None:
 
 def _header(sc: Scanner) -> tuple[dict[str, Any], list[memoryview]]:
     """A second-half scanner's results: a header of plain values and the raw record columns it lists."""
-    columns: list[memoryview] = [memoryview(sc.it), memoryview(sc.total), memoryview(sc.nonfinite_rows)]
+    columns = [memoryview(sc.it), memoryview(sc.total.take()), memoryview(sc.nonfinite_rows)]
     layouts = []
     for layout in sc.layouts.values():
         if len(layout.rows):
             layouts.append((layout.raw, layout.rows.runs.tobytes(), len(layout.columns)))
-            columns += [memoryview(c) for c in layout.columns]
+            columns += [memoryview(c.take()) for c in layout.columns]
     header = {
         "ok": not sc._layout_without_tflops and not len(sc.step_tflops_rows), "layouts": layouts,
         "sizes": [c.nbytes for c in columns], "peak": sc.peak_gb, "memory_lines": sc.memory_lines,
@@ -180,7 +180,8 @@ def _snapshot(sc: Scanner) -> tuple:
 def _rollback(sc: Scanner, snap: tuple) -> None:
     """Undo a partial :func:`join` (the second half's process died while writing)."""
     n_it, n_total, n_nonfinite, rows = snap
-    del sc.it[n_it:], sc.total[n_total:], sc.nonfinite_rows[n_nonfinite:]
+    del sc.it[n_it:], sc.nonfinite_rows[n_nonfinite:]
+    sc.total.truncate(n_total)
     for raw in [raw for raw in sc.layouts if raw not in rows]:
         del sc.layouts[raw]
     for raw, (n_runs, last, n, lengths) in rows.items():
@@ -190,7 +191,7 @@ def _rollback(sc: Scanner, snap: tuple) -> None:
             layout.rows.runs[-1] = last
         layout.rows.n = n
         for column, length in zip(layout.columns, lengths, strict=True):
-            del column[length:]
+            column.truncate(length)
 
 
 def join(sc: Scanner, half: tuple[dict[str, Any], Any]) -> bool:
