@@ -12,10 +12,11 @@ Speed notes (benchmarks/parse.py):
   kernels compare the keys and cast the values (``analysis.bulk``; a split and ``map(float)`` when Arrow leaves a
   value to ``float``); the checks are the per-line ones, and any region where some line fails them goes through
   the per-line path, so a damaged line costs its region's speed, not numbers;
-- failure markers (and config lines) are searched before a file's first iteration line, not in the rest of the
-  region that holds it, and in the file's last ``tail_bytes`` (``analysis.markers.scan_markers``: one RE2 pass
-  for the needles, each distinct line classified once); the first region's iteration lines after the first one
-  take the bulk path too.
+- failure markers (and config lines) are searched before a file's first iteration line and in the file's last
+  ``tail_bytes`` (:mod:`analysis.tail`: scanned while a region's bytes are in the cache, no bytes held;
+  ``analysis.markers.scan_markers``: one RE2 pass, each distinct line classified once).
+Memory: per row 8 bytes of iteration number plus 8 per varying column (``grammar.Column``; constant columns
+and the layouts' rows cost nothing per row), at most one chunk of log bytes (issue 17).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from analysis.grammar import (
     MARKERS_KEPT,  # noqa: F401  (re-exported: the bound on kept markers, read by the tests)
     MAX_LINE,
     STANDARD_FIELDS,
-    _floats,
     Column,
+    _floats,
     _Layout,
     _make_layout,
     _timestamp,
@@ -208,28 +209,28 @@ class Scanner(BulkRegions):
             pos = stop
         self.tail.add(buf, pos, end, base)
 
-    def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[int, float]]:
-        steps = []
-        keep = not len(self.it)  # Step Time lines become the steps only in a log without iteration lines
-        for m in _STEP_RE.finditer(buf, pos, end):
-            tflops = float(m.group(2)) if m.group(2) is not None else _NAN
-            if keep:
-                self.step_only.append(float(m.group(1)) * 1000.0)
-                self.step_only_tflops.append(tflops)
-            steps.append((m.start(), tflops))
-        self.step_lines += len(steps)
-        return steps
+    def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[bytes, bytes]]:
+        """The Step Time lines' (seconds, TFLOP/s/GPU or b"") in ``buf[pos:end]``, counted (one ``findall``;
+        their positions are found lazily, by :meth:`_iterations`, only as far as they are paired)."""
+        found = _STEP_RE.findall(buf, pos, end)
+        if not len(self.it):  # Step Time lines become the steps only in a log without iteration lines
+            self.step_only.extend([float(s) * 1000.0 for s, _ in found])
+            self.step_only_tflops.extend([float(t) if t else _NAN for _, t in found])
+        self.step_lines += len(found)
+        return found
 
     def _iterations(self, buf: bytes, pos: int, end: int, base: int) -> None:
         if (len(self.it) or self.after_cut) and not self._layout_without_tflops:
             # every iteration line so far carries its throughput: Step Time lines add nothing and are not read
             # (``step_lines`` counts the lines read; skipping the count saves a pass over the bytes)
-            steps: list[tuple[int, float]] = []
+            steps: list[tuple[bytes, bytes]] = []
             if self._fast is not None and self.file_has_iter:
                 self._fast_region(self._fast, buf, pos, end, base)
                 return
         else:
             steps = self._step_lines(buf, pos, end)
+        at = _STEP_RE.finditer(buf, pos, end) if steps else iter(())
+        step = next(at, None)
         j = 0
         last = None
         for m in ITER_RE.finditer(buf, pos, end):
@@ -237,9 +238,11 @@ class Scanner(BulkRegions):
             if n is None:
                 self._memory(unit, mem_rest)
                 continue
-            while j < len(steps) and steps[j][0] < m.start():
-                self.pending = steps[j][1]
+            while step is not None and step.start() < m.start():
+                tflops = step.group(2)
+                self.pending = float(tflops) if tflops is not None else _NAN
                 j += 1
+                step = next(at, None)
             if self._line(n, total, rest, buf, m.start(), pos, base):
                 last = m
                 if self._fast is not None and not self._layout_without_tflops and self.file_has_iter:
@@ -249,7 +252,7 @@ class Scanner(BulkRegions):
                     self._fast_region(self._fast, buf, m.end(), end, base)
                     return
         if j < len(steps):
-            self.pending = steps[-1][1]
+            self.pending = float(steps[-1][1]) if steps[-1][1] else _NAN
         self._last_line(last, buf, pos, base)
 
     def _line(self, n: bytes, total: bytes, rest: bytes, buf: bytes, at: int, pos: int, base: int) -> bool:
