@@ -157,8 +157,7 @@ def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str
         if (np.diff(starts, prepend=0).max(initial=0) <= WINDOW + 1) and end - pos - last <= WINDOW:
             yield from _scan_distinct(buf, pos, region, starts)
             if last < end - pos:
-                for lo, text, kind in _scan_lines(bytes(region[last:]), pos + last):
-                    yield lo, text, kind
+                yield from _scan_lines(bytes(region[last:]), pos + last)
             return
     yield from _scan_lines(buf[pos:end], pos)
 

@@ -266,13 +266,7 @@ def _read(scanner: Scanner, fh, tail_bytes: int) -> int:
     size = os.fstat(fh.fileno()).st_size
     start = scanner.base
     name = scanner.file
-
-    def reread(offset: int, length: int) -> bytes:
-        with open(name, "rb") as again:  # at the file's end, maybe after a read error of ``fh``
-            again.seek(offset - start)
-            return again.read(length)
-
-    scanner.know_size(size, reread)
+    scanner.know_size(size, split.reader(name, start))  # opens the file again: maybe after a read error of fh
     big = size >= split.SPLIT_MIN_BYTES and split.can_fork()
     cut = split.cut_offset(fh, size, tail_bytes, CHUNK_BYTES) if big else None
     if cut:

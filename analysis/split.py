@@ -25,6 +25,7 @@ import os
 import pickle
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,15 @@ def _header(sc: Scanner) -> tuple[dict[str, Any], list[memoryview]]:
     return header, columns
 
 
+def reader(path: str, base: int) -> Callable[[int, int], bytes]:
+    """``reread(stream offset, length)`` of ``path``, whose first byte is at stream offset ``base``."""
+    def reread(offset: int, length: int) -> bytes:
+        with open(path, "rb") as fh:
+            fh.seek(offset - base)
+            return fh.read(length)
+    return reread
+
+
 def start_second_half(path: str, cut: int, size: int, base: int, tail_bytes: int, chunk: int) -> tuple[int, int]:
     """Fork a process scanning ``path[cut:size]`` (stream offset ``base + cut``) in ``chunk``-aligned reads;
     returns (pid, read end of its pipe). The child writes its results (or a ``None`` header on any error) and
@@ -124,7 +134,7 @@ def start_second_half(path: str, cut: int, size: int, base: int, tail_bytes: int
             try:
                 sc = Scanner(tail_bytes)
                 sc.base = base + cut
-                sc.begin_file(path, size - cut)  # no reread: what it did not scan, the parent reads again
+                sc.begin_file(path, size - cut, reader(path, base))  # its tail holds no bytes either
                 sc.in_setup, sc.file_has_iter, sc.after_cut = False, True, True
                 with open(path, "rb") as fh:
                     fh.seek(cut)
