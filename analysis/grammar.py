@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import operator
 import re
+import struct
 from array import array
 from dataclasses import dataclass
 
@@ -142,33 +143,54 @@ class Rows:
         return np.repeat(runs[:, 0] - np.cumsum(lengths) + lengths, lengths) + np.arange(self.n, dtype=np.int64)
 
 
+_DOUBLE, _BITS = struct.Struct("<d"), struct.Struct("<q")  # a float's bits, to compare values bit for bit
+
+
 class Column:
     """A column of float64 (``dtype`` "d") or int64 ("q") values, appended one at a time or in blocks, held
     compactly: a block of one repeated value (bit for bit) as that value and a count, every other value in one
     growing array. Constant columns (batch size, skipped and NaN counts, a constant extra loss, the total
-    iterations) so cost nothing per row while a log is read, and :meth:`take` hands over a column without
-    constant blocks without a copy (issue 17: flat memory)."""
+    iterations) so cost nothing per row, and :meth:`take` hands a column over without a copy (issue 17: flat
+    memory)."""
 
-    __slots__ = ("blocks", "dense", "dtype", "n")
+    __slots__ = ("blocks", "dense", "dtype", "n", "run")
 
     def __init__(self, dtype: str = "d") -> None:
         self.dtype = dtype
         self.dense = array(dtype)  # the values not in a constant block, in order
         self.blocks: list[list[int | None]] = []  # [bits of the repeated value, or None for dense values, count]
-        self.n = 0
+        self.n = 0  # values in blocks
+        self.run: list = [None, 0, 0.0]  # values appended one at a time, not yet in a block: [bits, count, value]
 
     def __len__(self) -> int:
-        return self.n
+        return self.n + self.run[1]
 
     def _np(self) -> type:
         return np.float64 if self.dtype == "d" else np.int64
 
     def append(self, value: float) -> None:
-        self.dense.append(value)
-        self._count(None, 1)
+        bits = _BITS.unpack(_DOUBLE.pack(value))[0] if self.dtype == "d" else value
+        run = self.run
+        if run[1] and run[0] == bits:
+            run[1] += 1
+        else:
+            self._commit()
+            self.run = [bits, 1, value]
+
+    def _commit(self) -> None:
+        bits, count, value = self.run
+        if not count:
+            return
+        self.run = [None, 0, 0.0]
+        last = self.blocks[-1] if self.blocks else None
+        if count > 1 or (last is not None and last[0] == bits):
+            self._count(bits, count)
+        else:
+            self.dense.append(value)
+            self._count(None, 1)
 
     def _count(self, bits: int | None, count: int) -> None:
-        if self.blocks and self.blocks[-1][0] == bits and (bits is not None or self.blocks[-1][0] is None):
+        if self.blocks and self.blocks[-1][0] == bits:
             self.blocks[-1][1] += count
         else:
             self.blocks.append([bits, count])
@@ -178,25 +200,36 @@ class Column:
         """Append a block of values (an array of ``dtype``'s kind)."""
         if not values.size:
             return
-        bits = values.view(np.int64) if values.dtype.itemsize == 8 else None
-        if values.size > 1 and (bits == bits[0]).all():
-            self._count(int(bits[0]), values.size)
+        bits = values.view(np.int64)
+        first = int(bits[0])
+        last = self.blocks[-1][0] if self.blocks else None
+        if (values.size > 1 or first in (self.run[0], last)) and (bits == first).all():
+            if self.run[1] and self.run[0] == first:
+                self._count(first, self.run[1])
+                self.run = [None, 0, 0.0]
+            self._commit()
+            self._count(first, values.size)
         else:
+            self._commit()
             self.dense.frombytes(np.ascontiguousarray(values, self._np()).tobytes())
             self._count(None, values.size)
 
     def frombytes(self, data: bytes) -> None:
-        """Append the values of another column's :meth:`tobytes`."""
+        """Append the values of another column's :meth:`take`, as bytes."""
         self.extend(np.frombuffer(data, self._np()))
 
     def take(self) -> np.ndarray:
-        """All values as one array (a view of the dense values when there is no constant block); the column is
-        empty afterwards."""
+        """All values as one array: a view of the dense values when there is no constant block, a read-only
+        zero-stride view of one value (``np.broadcast_to``, no memory per row) when the column is one constant
+        block; the column is empty afterwards."""
+        self._commit()
         dense = np.frombuffer(self.dense, self._np()) if len(self.dense) else np.zeros(0, self._np())
         blocks, n = self.blocks, self.n
         self.dense, self.blocks, self.n = array(self.dtype), [], 0
         if all(bits is None for bits, _ in blocks):
             return dense
+        if len(blocks) == 1:
+            return np.broadcast_to(np.array([blocks[0][0]], np.int64).view(self._np()), (n,))
         out = np.empty(n, self._np())
         out_bits = out.view(np.int64)
         at = used = 0
@@ -209,11 +242,6 @@ class Column:
             at += count
         return out
 
-    def tobytes(self) -> bytes:
-        """The values as native bytes (the column is kept)."""
-        values = self.take()
-        self.extend(values)
-        return values.tobytes()
 
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` values."""

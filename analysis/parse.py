@@ -69,6 +69,8 @@ class IterationSeries:
     """Per-iteration columns, one entry per distinct iteration number, sorted by iteration.
 
     Units: ``step_ms`` in ms, ``tflops`` in TFLOP/s/GPU. Unknown floats are NaN, unknown integers -1.
+    A column that holds one value throughout (batch size, skipped counts, a missing field) may be a read-only
+    zero-stride view (``np.broadcast_to``): no memory per iteration; treat every column as read-only.
     ``extra_losses`` maps each other loss key ("load_balancing_loss", "mtp_1 loss") to its column.
     """
 
@@ -303,7 +305,10 @@ def _feed(scanner: Scanner, fh, read: int, stop: int | None) -> int:
 
 
 def _as_int64(values: np.ndarray) -> np.ndarray:
-    """A float column of counts as int64, -1 (unknown) where a value is NaN, infinite or beyond int64."""
+    """A float column of counts as int64, -1 (unknown) where a value is NaN, infinite or beyond int64 (a
+    zero-stride view of one value stays one)."""
+    if values.size and values.strides == (0,):
+        return np.broadcast_to(_as_int64(values[:1].copy()), values.shape)
     known = np.abs(values) < 2.0**63  # False for NaN and infinities
     if known.all():
         return values.astype(np.int64)

@@ -384,7 +384,7 @@ class Scanner(BulkRegions):
             cols |= {name: values.take() for name, values in zip(used[0].names, used[0].columns, strict=True)}
             used[0].clear()
             for name in standard:
-                cols.setdefault(name, np.full(n, np.nan))
+                cols.setdefault(name, np.broadcast_to(np.nan, (n,)))
             covered = None
         else:
             for name in standard:
@@ -400,5 +400,7 @@ class Scanner(BulkRegions):
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):
+            if not cols["tflops"].flags.writeable:
+                cols["tflops"] = np.array(cols["tflops"])
             cols["tflops"][np.array(self.step_tflops_rows, dtype=np.int64)] = np.array(self.step_tflops_vals)
         return cols if covered is None or covered.all() else {k: v[covered] for k, v in cols.items()}

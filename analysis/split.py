@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.grammar import _make_layout
+from analysis.grammar import Column, _make_layout
 from analysis.scanner import Scanner
 
 SPLIT_MIN_BYTES = 8 << 20  # smaller files: one process (a fork and the join cost about 10-20 ms)
@@ -91,17 +91,18 @@ def cut_offset(fh: Any, size: int, tail_bytes: int, chunk: int) -> int | None:
         fh.seek(0)
 
 
-def _header(sc: Scanner) -> tuple[dict[str, Any], list[memoryview]]:
-    """A second-half scanner's results: a header of plain values and the raw record columns it lists."""
-    columns = [memoryview(sc.it), memoryview(sc.total.take()), memoryview(sc.nonfinite_rows)]
+def _header(sc: Scanner) -> tuple[dict[str, Any], list[Any]]:
+    """A second-half scanner's results: a header of plain values and the record columns it lists (arrays, or
+    :class:`analysis.grammar.Column` made into one array only as it is written)."""
+    columns: list[Any] = [sc.it, sc.total, sc.nonfinite_rows]
     layouts = []
     for layout in sc.layouts.values():
         if len(layout.rows):
             layouts.append((layout.raw, layout.rows.runs.tobytes(), len(layout.columns)))
-            columns += [memoryview(c.take()) for c in layout.columns]
+            columns += layout.columns
     header = {
         "ok": not sc._layout_without_tflops and not len(sc.step_tflops_rows), "layouts": layouts,
-        "sizes": [c.nbytes for c in columns], "peak": sc.peak_gb, "memory_lines": sc.memory_lines,
+        "sizes": [8 * len(c) for c in columns], "peak": sc.peak_gb, "memory_lines": sc.memory_lines,
         "damaged": sc.damaged, "step_lines": sc.step_lines, "overlong": sc.overlong, "nul": bool(sc.nul_files),
         "last_off": sc.last_off, "last_ts": sc.last_ts, "tail": sc.tail.detached(),
     }
@@ -148,7 +149,7 @@ def start_second_half(path: str, cut: int, size: int, base: int, tail_bytes: int
                 header, columns = None, []
             pickle.dump(header, out, protocol=pickle.HIGHEST_PROTOCOL)
             for column in columns:
-                out.write(column)
+                out.write(memoryview(np.ascontiguousarray(column.take()) if isinstance(column, Column) else column))
     finally:
         os._exit(0)
 
