@@ -145,7 +145,8 @@ MARKERS = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 G
 
 
 @pytest.mark.parametrize("case", ["steps", "truncated_last_line", "cut_iteration_line", "crlf", "markers_near_end",
-                                  "markers_at_tail_edge", "many_markers", "no_line_end_at_all"])
+                                  "markers_at_tail_edge", "markers_every_line", "many_markers",
+                                  "no_line_end_at_all"])
 def test_split_equals_one_pass_field_for_field(case: str, tmp_path: Path, one_pass, monkeypatch) -> None:
     """The two-core path gives the one pass's ParsedLog, field for field, with chunk-aligned halves: Step Time
     counts, a truncated last line, CRLF line ends, failure markers near the end and around the tail's edge."""
@@ -167,6 +168,13 @@ def test_split_equals_one_pass_field_for_field(case: str, tmp_path: Path, one_pa
         lines = [*SETUP]
         for i in range(1, 1501):
             lines += [iteration_line(i, 1500), *NOISE] + (MARKERS[-1:] if i % 10 == 0 else [])
+        path.write_text("\n".join(lines) + "\n")
+    elif case == "markers_every_line":
+        # a marker on every other line: a tail that starts one line off (regions cut elsewhere) changes the count
+        path = tmp_path / "a.log"
+        lines = [*SETUP]
+        for i in range(1, 2501):
+            lines += [iteration_line(i, 2500), f"[rank{i % 8}]: RuntimeError: NCCL error {i}"]
         path.write_text("\n".join(lines) + "\n")
     elif case == "many_markers":
         path = _log(tmp_path / "a.log", 1500, near_end=MARKERS * 40, tail=MARKERS * 40)
@@ -190,7 +198,7 @@ def test_split_equals_one_pass_field_for_field(case: str, tmp_path: Path, one_pa
         assert joined == [1]
     if case == "steps":
         assert got.step_time_lines == want.step_time_lines > 0
-    if case in ("markers_near_end", "crlf", "many_markers", "markers_at_tail_edge"):
+    if case in ("markers_near_end", "crlf", "many_markers", "markers_at_tail_edge", "markers_every_line"):
         assert got.markers and got.marker_counts == want.marker_counts
 
 
@@ -248,3 +256,25 @@ def test_column_keeps_every_value_bit_for_bit_and_constant_blocks_cost_no_rows()
     constant.append(512)
     values = constant.take()
     assert values.strides == (0,) and not values.flags.writeable and values.tolist() == [512] * 1002
+
+
+def test_the_halves_read_exactly_the_one_pass_regions(tmp_path: Path, one_pass, monkeypatch) -> None:
+    """The invariant behind the equality: with a tail as long as the file every region is kept, and the regions
+    (stream offset, length) of the two halves are the one pass's, the line across the cut included."""
+    from analysis import tail
+
+    _small_chunks(monkeypatch)
+    seen: list[list[tuple[int, int]]] = []
+    real = tail.Tail.finish
+
+    def finish(self, into):
+        seen.append([(r.start, r.length) for r in self.regions])
+        real(self, into)
+
+    monkeypatch.setattr(tail.Tail, "finish", finish)
+    path = _log(tmp_path / "a.log", 1500, tail=MARKERS)
+    joined = []
+    real_join = split.join
+    monkeypatch.setattr(split, "join", lambda *a: joined.append(1) or real_join(*a))
+    _same(parse.parse_files([path], tail_bytes=1 << 30), one_pass([path], tail_bytes=1 << 30))
+    assert joined == [1] and len(seen) == 2 and seen[0] == seen[1] and len(seen[0]) > 10
