@@ -26,6 +26,12 @@ def int64_bytes(digits: list[bytes]) -> bytes:
     return pc.cast(pa.array(digits, pa.binary()), pa.int64()).to_numpy().tobytes()
 
 
+def warm() -> None:
+    """Run the Arrow kernels of :meth:`LayoutKernel.table` once on a tiny input: Arrow sets its cast kernels up on
+    first use (about 13 ms here), so a process forked after this inherits them instead of paying again."""
+    pc.cast(pc.ascii_trim(pa.array(["0 |"], pa.large_string()), " |"), pa.float64())
+
+
 class LayoutKernel:
     """Expected keys and take-indices of one layout, grown on demand for regions of up to ``capacity`` lines.
 

@@ -104,8 +104,9 @@ class BulkRegions:
         self.nonfinite_rows.frombytes((np.flatnonzero(nonfinite) + row).astype(np.int64).tobytes())
         self.it.frombytes(int64_bytes(ns))
         self.total.frombytes(int64_bytes(totals))
-        layout.rows.frombytes(np.arange(row, row + count, dtype=np.int64).tobytes())
-        layout.values.frombytes(np.ascontiguousarray(table[:, layout.picks]).tobytes())
+        layout.rows.add(row, count)
+        for column, pick in zip(layout.columns, layout.picks, strict=True):
+            column.extend(table[:, pick])
         self.pending = None  # the layout has its throughput field: a Step Time line before it is not used
         return True
 

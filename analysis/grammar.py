@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import operator
 import re
+import struct
 from array import array
 from dataclasses import dataclass
+
+import numpy as np
 
 from analysis.bulk import LayoutKernel
 
@@ -107,19 +110,164 @@ def _floats(values: list[bytes]) -> list[float] | None:
             return None
 
 
+class Rows:
+    """The rows (line numbers among a stream's accepted iteration lines) of one layout, in increasing order, held as
+    runs ``[start, stop)``: 16 bytes per run instead of 8 per row (one run for a log of one layout)."""
+
+    __slots__ = ("n", "runs")
+
+    def __init__(self) -> None:
+        self.runs = array("q")  # start, stop, start, stop, ...
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, start: int, count: int = 1) -> None:
+        """Append rows ``start .. start + count - 1`` (after every row held)."""
+        if len(self.runs) and self.runs[-1] == start:
+            self.runs[-1] = start + count
+        else:
+            self.runs.extend((start, start + count))
+        self.n += count
+
+    def extend(self, runs: bytes, shift: int) -> None:
+        """Append the runs of another :class:`Rows` (``runs``: its ``runs`` as bytes), each moved by ``shift``."""
+        for start, stop in np.frombuffer(runs, np.int64).reshape(-1, 2).tolist():
+            self.add(start + shift, stop - start)
+
+    def numbers(self) -> np.ndarray:
+        """The rows as an int64 array."""
+        runs = np.frombuffer(self.runs, np.int64).reshape(-1, 2) if len(self.runs) else np.zeros((0, 2), np.int64)
+        lengths = runs[:, 1] - runs[:, 0]
+        return np.repeat(runs[:, 0] - np.cumsum(lengths) + lengths, lengths) + np.arange(self.n, dtype=np.int64)
+
+
+_DOUBLE, _BITS = struct.Struct("<d"), struct.Struct("<q")  # a float's bits, to compare values bit for bit
+
+
+class Column:
+    """A column of float64 (``dtype`` "d") or int64 ("q") values, appended one at a time or in blocks, held
+    compactly: a block of one repeated value (bit for bit) as that value and a count, every other value in one
+    growing array. Constant columns (batch size, skipped and NaN counts, a constant extra loss, the total
+    iterations) so cost nothing per row, and :meth:`take` hands a column over without a copy (issue 17: flat
+    memory)."""
+
+    __slots__ = ("blocks", "dense", "dtype", "n", "run")
+
+    def __init__(self, dtype: str = "d") -> None:
+        self.dtype = dtype
+        self.dense = array(dtype)  # the values not in a constant block, in order
+        self.blocks: list[list[int | None]] = []  # [bits of the repeated value, or None for dense values, count]
+        self.n = 0  # values in blocks
+        self.run: list = [None, 0, 0.0]  # values appended one at a time, not yet in a block: [bits, count, value]
+
+    def __len__(self) -> int:
+        return self.n + self.run[1]
+
+    def _np(self) -> type:
+        return np.float64 if self.dtype == "d" else np.int64
+
+    def append(self, value: float) -> None:
+        bits = _BITS.unpack(_DOUBLE.pack(value))[0] if self.dtype == "d" else value
+        run = self.run
+        if run[1] and run[0] == bits:
+            run[1] += 1
+        else:
+            self._commit()
+            self.run = [bits, 1, value]
+
+    def _commit(self) -> None:
+        bits, count, value = self.run
+        if not count:
+            return
+        self.run = [None, 0, 0.0]
+        last = self.blocks[-1] if self.blocks else None
+        if count > 1 or (last is not None and last[0] == bits):
+            self._count(bits, count)
+        else:
+            self.dense.append(value)
+            self._count(None, 1)
+
+    def _count(self, bits: int | None, count: int) -> None:
+        if self.blocks and self.blocks[-1][0] == bits:
+            self.blocks[-1][1] += count
+        else:
+            self.blocks.append([bits, count])
+        self.n += count
+
+    def extend(self, values: np.ndarray) -> None:
+        """Append a block of values (an array of ``dtype``'s kind)."""
+        if not values.size:
+            return
+        bits = values.view(np.int64)
+        first = int(bits[0])
+        last = self.blocks[-1][0] if self.blocks else None
+        if (values.size > 1 or first in (self.run[0], last)) and (bits == first).all():
+            if self.run[1] and self.run[0] == first:
+                self._count(first, self.run[1])
+                self.run = [None, 0, 0.0]
+            self._commit()
+            self._count(first, values.size)
+        else:
+            self._commit()
+            self.dense.frombytes(np.ascontiguousarray(values, self._np()).tobytes())
+            self._count(None, values.size)
+
+    def frombytes(self, data: bytes) -> None:
+        """Append the values of another column's :meth:`take`, as bytes."""
+        self.extend(np.frombuffer(data, self._np()))
+
+    def take(self) -> np.ndarray:
+        """All values as one array: a view of the dense values when there is no constant block, a read-only
+        zero-stride view of one value (``np.broadcast_to``, no memory per row) when the column is one constant
+        block; the column is empty afterwards."""
+        self._commit()
+        dense = np.frombuffer(self.dense, self._np()) if len(self.dense) else np.zeros(0, self._np())
+        blocks, n = self.blocks, self.n
+        self.dense, self.blocks, self.n = array(self.dtype), [], 0
+        if all(bits is None for bits, _ in blocks):
+            return dense
+        if len(blocks) == 1:
+            return np.broadcast_to(np.array([blocks[0][0]], np.int64).view(self._np()), (n,))
+        out = np.empty(n, self._np())
+        out_bits = out.view(np.int64)
+        at = used = 0
+        for bits, count in blocks:
+            if bits is None:
+                out[at:at + count] = dense[used:used + count]
+                used += count
+            else:
+                out_bits[at:at + count] = bits
+            at += count
+        return out
+
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` values."""
+        values = self.take()
+        self.extend(values[:n].copy())
+
+
 @dataclass(slots=True)
 class _Layout:
-    """One key sequence of iteration lines and the columns picked from it."""
+    """One key sequence of iteration lines and the columns picked from it: ``columns[j]`` holds the values of
+    ``names[j]`` (float64, one per row of ``rows``)."""
 
     keys: tuple[bytes, ...]  # stripped Megatron keys of the line, in order
     names: tuple[str, ...]  # column names, in getter order
     getter: object  # callable: list of floats (+ NaN sentinel) -> tuple in ``names`` order
     has_tflops: bool
-    rows: array
-    values: array
+    rows: Rows
+    columns: list[Column]
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
+
+    def clear(self) -> None:
+        """Forget the rows and values."""
+        self.rows = Rows()
+        self.columns = [Column() for _ in self.names]
 
 
 def _make_layout(keys: list[bytes]) -> _Layout | None:
@@ -147,10 +295,8 @@ def _make_layout(keys: list[bytes]) -> _Layout | None:
             names.append(EXTRA_PREFIX + k.decode())
             picks.append(i)
     getter = operator.itemgetter(*picks) if len(picks) > 1 else (lambda f, i=picks[0]: (f[i],))
-    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, array("q"), array("d"), tuple(keys),
-                   tuple(picks))
-
-
+    return _Layout(tuple(stripped), tuple(names), getter, tflops is not None, Rows(), [Column() for _ in names],
+                   tuple(keys), tuple(picks))
 
 
 def _timestamp(buf: bytes, at: int, pos: int) -> str | None:

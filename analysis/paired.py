@@ -16,10 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
+from analysis.options import PRACTICAL_THRESHOLD
 from analysis.results import RunResult, Speedup
-from analysis.sequential import PRACTICAL_THRESHOLD, fixed_verdict, sequential_verdict, verdict_name
+
+# scipy (via analysis.sequential) is imported by the functions that use it: about 1 s here, which a report of
+# loose logs without blocks never needs (issue 17)
 
 CONFIDENCE = 0.95
 
@@ -71,6 +73,8 @@ def paired_speedup(log_ratios: Sequence[float], confidence: float = CONFIDENCE) 
     x = np.asarray(log_ratios, dtype=np.float64)
     if x.size < 2:
         raise ValueError(f"a paired interval needs >= 2 blocks, got {x.size}")
+    from scipy import stats as sps
+
     half = sps.t.isf((1 - confidence) / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
     m = float(x.mean())
     return Speedup(math.exp(m), math.exp(m - half), math.exp(m + half), "paired_blocks_t")
@@ -78,6 +82,8 @@ def paired_speedup(log_ratios: Sequence[float], confidence: float = CONFIDENCE) 
 
 def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup, str, dict | None]:
     """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks)."""
+    from analysis.sequential import fixed_verdict, sequential_verdict, verdict_name
+
     logs = [math.log(p.ratio) for p in pairs]
     speedup = paired_speedup(logs)
     if design.adaptive and design.max_blocks:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import split
+from analysis import bulk, split
 from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
 from analysis.markers import Marker
 from analysis.scanner import Scanner
@@ -69,6 +69,8 @@ class IterationSeries:
     """Per-iteration columns, one entry per distinct iteration number, sorted by iteration.
 
     Units: ``step_ms`` in ms, ``tflops`` in TFLOP/s/GPU. Unknown floats are NaN, unknown integers -1.
+    A column that holds one value throughout (batch size, skipped counts, a missing field) may be a read-only
+    zero-stride view (``np.broadcast_to``): no memory per iteration; treat every column as read-only.
     ``extra_losses`` maps each other loss key ("load_balancing_loss", "mtp_1 loss") to its column.
     """
 
@@ -175,7 +177,11 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         source = "mixed" if from_steps and from_lines else "iteration_line" if from_lines else (
             "step_time_line" if from_steps else None
         )
-    ints = {k: _as_int64(cols[k]) if cols[k].dtype.kind == "f" else cols[k] for k in _INT_COLUMNS}
+    ints = {}
+    for k in _INT_COLUMNS:  # one float column at a time is converted and freed (peak memory)
+        values = cols.pop(k)
+        ints[k] = _as_int64(values) if values.dtype.kind == "f" else values
+        del values
     extras = {k.removeprefix(EXTRA_PREFIX): v for k, v in cols.items() if k.startswith(EXTRA_PREFIX)}
     series = IterationSeries(
         iteration=it,
@@ -199,11 +205,12 @@ def _result(scanner: Scanner, files: Sequence[str], notes: list[str], unreadable
         notes.append(f"{scanner.overlong} line(s) longer than {MAX_LINE} bytes skipped")
     for name in scanner.nul_files:
         notes.append(f"binary data (NUL bytes) in {name or 'input'}")
-    totals = series.train_iters[series.train_iters > 0]
+    totals = series.train_iters
+    last = totals.size - 1 if totals.size and totals[-1] > 0 else (np.flatnonzero(totals > 0)[-1:].tolist() or [-1])[0]
     return ParsedLog(
         files=tuple(files),
         series=series,
-        train_iters=int(totals[-1]) if totals.size else None,
+        train_iters=int(totals[last]) if last >= 0 else None,
         peak_mem_gb=scanner.peak_gb,
         memory_lines=scanner.memory_lines,
         config=dict(scanner.config),
@@ -236,50 +243,75 @@ def parse_files(paths: Sequence[str | Path], *, tail_bytes: int = TAIL_BYTES) ->
     for name in names:
         scanner.begin_file(name)
         size = 0
-        joined = False
+        ended = False
         try:
             with open(name, "rb") as fh:
-                size, joined = _read(scanner, fh, name, tail_bytes)
+                size = _read(scanner, fh, tail_bytes)
+                ended = True
         except OSError as exc:
             reason = exc.strerror or str(exc)
             unreadable.append(f"{name}: {reason}")
             notes.append(f"cannot read {name}: {reason}")
-        if not joined:
-            scanner.end_file()
+        if not ended:
+            scanner.end_file()  # what was read of it (nothing, or up to the error)
         if size == 0 and not any(u.startswith(f"{name}: ") for u in unreadable):
             notes.append(f"empty file {name}")
     return _result(scanner, names, notes, unreadable)
 
 
-def _read(scanner: Scanner, fh, name: str, tail_bytes: int) -> tuple[int, bool]:
-    """Feed one open file to ``scanner``: (bytes read, whether its end_file has run). A file of at least
-    ``split.SPLIT_MIN_BYTES``, in a process of one Python thread on 2 CPUs or more (:func:`split.can_fork`), is scanned in two halves at once
-    (:mod:`analysis.split`); otherwise, or when the halves cannot be joined, in one pass here."""
+def _read(scanner: Scanner, fh, tail_bytes: int) -> int:
+    """Feed one open file to ``scanner`` in ``CHUNK_BYTES``-aligned reads and end it; returns the bytes read.
+
+    A file of at least ``split.SPLIT_MIN_BYTES``, in a process of one Python thread on 2 CPUs or more
+    (:func:`split.can_fork`), is scanned in two halves at once (:mod:`analysis.split`, same result); otherwise, or
+    when the halves cannot be joined, in one pass here."""
     size = os.fstat(fh.fileno()).st_size
-    cut = split.cut_offset(fh, size, tail_bytes) if size >= split.SPLIT_MIN_BYTES and split.can_fork() else None
-    child = split.start_second_half(name, cut, size, scanner.base, tail_bytes, CHUNK_BYTES) if cut else None
-    read = 0
-    while (want := CHUNK_BYTES if cut is None else min(CHUNK_BYTES, cut - read)) and (chunk := fh.read(want)):
+    start = scanner.base
+    name = scanner.file
+    scanner.know_size(size, split.reader(name, start))  # opens the file again: maybe after a read error of fh
+    big = size >= split.SPLIT_MIN_BYTES and split.can_fork()
+    cut = split.cut_offset(fh, size, tail_bytes, CHUNK_BYTES) if big else None
+    if cut:
+        bulk.warm()  # once, before the fork: both halves need it
+    child = split.start_second_half(name, cut, size, start, tail_bytes, CHUNK_BYTES) if cut else None
+    try:
+        read = _feed(scanner, fh, 0, cut)
+    except BaseException:
+        split.discard(split.collect(*child) if child else None)
+        raise
+    if child is not None:
+        half = split.collect(*child)
+        if not split.can_join(scanner, half):
+            split.discard(half)
+        elif split.join(scanner, half):  # else the process died while writing: nothing was joined
+            scanner.base = start + size
+            scanner.end_file()
+            return size
+        fh.seek(read)
+        read = _feed(scanner, fh, read, None)  # as one pass would: the second half here, after the first
+    scanner.end_file()
+    return read
+
+
+def _feed(scanner: Scanner, fh, read: int, stop: int | None) -> int:
+    """Feed ``fh`` from byte ``read`` (its position) to ``stop`` (or its end) in reads that end at multiples of
+    ``CHUNK_BYTES``; returns the position reached."""
+    while (want := CHUNK_BYTES - read % CHUNK_BYTES if stop is None else min(CHUNK_BYTES - read % CHUNK_BYTES,
+                                                                               stop - read)) and (
+            chunk := fh.read(want)):
         read += len(chunk)
         scanner.feed(chunk)
-    if child is None:
-        return read, False
-    half = split.collect(*child)
-    if not split.can_join(scanner, half):
-        while chunk := fh.read(CHUNK_BYTES):  # as one process would: the second half here, after the first
-            read += len(chunk)
-            scanner.feed(chunk)
-        return read, False
-    split.trim_tail(scanner, tail_bytes - (size - read))
-    scanner.end_file()
-    split.join(scanner, half, scanner._keep)
-    scanner.base += size - read
-    return size, True
+    return read
 
 
 def _as_int64(values: np.ndarray) -> np.ndarray:
-    """A float column of counts as int64, -1 (unknown) where a value is NaN, infinite or beyond int64."""
-    known = np.isfinite(values) & (np.abs(values) < 2.0**63)
+    """A float column of counts as int64, -1 (unknown) where a value is NaN, infinite or beyond int64 (a
+    zero-stride view of one value stays one)."""
+    if values.size and values.strides == (0,):
+        return np.broadcast_to(_as_int64(values[:1].copy()), values.shape)
+    known = np.abs(values) < 2.0**63  # False for NaN and infinities
+    if known.all():
+        return values.astype(np.int64)
     return np.where(known, values, -1).astype(np.int64)
 
 

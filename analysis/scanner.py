@@ -12,10 +12,11 @@ Speed notes (benchmarks/parse.py):
   kernels compare the keys and cast the values (``analysis.bulk``; a split and ``map(float)`` when Arrow leaves a
   value to ``float``); the checks are the per-line ones, and any region where some line fails them goes through
   the per-line path, so a damaged line costs its region's speed, not numbers;
-- failure markers (and config lines) are searched before a file's first iteration line, not in the rest of the
-  region that holds it, and in the file's last ``tail_bytes`` (``analysis.markers.scan_markers``: one RE2 pass
-  for the needles, each distinct line classified once); the first region's iteration lines after the first one
-  take the bulk path too.
+- failure markers (and config lines) are searched before a file's first iteration line and in the file's last
+  ``tail_bytes`` (:mod:`analysis.tail`: scanned while a region's bytes are in the cache, no bytes held;
+  ``analysis.markers.scan_markers``: one RE2 pass, each distinct line classified once).
+Memory: per row 8 bytes of iteration number plus 8 per varying column (``grammar.Column``; constant columns
+and the layouts' rows cost nothing per row), at most one chunk of log bytes (issue 17).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -40,15 +41,17 @@ from analysis.grammar import (
     _NAN,
     _STEP_RE,
     ITER_RE,
-    MARKERS_KEPT,
+    MARKERS_KEPT,  # noqa: F401  (re-exported: the bound on kept markers, read by the tests)
     MAX_LINE,
     STANDARD_FIELDS,
+    Column,
     _floats,
     _Layout,
     _make_layout,
     _timestamp,
 )
-from analysis.markers import TEXT_LIMIT, Marker, clean_line, scan_markers
+from analysis.markers import clean_line
+from analysis.tail import MarkerBag, Tail
 
 
 class Scanner(BulkRegions):
@@ -57,7 +60,7 @@ class Scanner(BulkRegions):
     def __init__(self, tail_bytes: int) -> None:
         self.tail_bytes = tail_bytes
         self.it = array("q")
-        self.total = array("q")
+        self.total = Column("q")  # the M of "iteration N/ M", per row
         self.layouts: dict[tuple[bytes, ...], _Layout] = {}
         self._last_keys: list[bytes] | None = None
         self._last_layout: _Layout | None = None
@@ -73,8 +76,9 @@ class Scanner(BulkRegions):
         self.peak_gb: float | None = None
         self.memory_lines = 0
         self.config: dict[str, str] = {}
-        self.kept: dict[str, tuple[list[Marker], deque[Marker]]] = {}
-        self.counts: dict[str, int] = {}
+        self.bag = MarkerBag()  # the failure markers kept (set-up, then tails, file after file)
+        self.kept, self.counts = self.bag.kept, self.bag.counts
+        self.after_cut = False  # a second half (analysis.split): Step Time lines are not read (see _iterations)
         self.damaged = 0
         self.step_lines = 0
         self.first_off: int | None = None
@@ -88,26 +92,35 @@ class Scanner(BulkRegions):
         self.begin_file("")
 
     # -- file boundaries -------------------------------------------------------------------------------------
-    def begin_file(self, name: str) -> None:
+    def begin_file(self, name: str, size: int | None = None,
+                   reread: Callable[[int, int], bytes] | None = None) -> None:
+        """Start file ``name`` at the current stream offset (see :meth:`know_size` for ``size`` and ``reread``)."""
         self.file = name
+        self.file_base = self.base
         self.in_setup = True
         self.file_has_iter = False
         self._first_at = 0  # where the file's first iteration line starts in the buffer that holds it
         self.carry = b""
         self.carry_base = self.base
         self.skip_line = False
-        self.tail: deque[tuple[bytes, int, int, int]] = deque()
-        self.tail_size = 0
+        self.know_size(size, reread)
 
-    def end_file(self) -> None:
+    def know_size(self, size: int | None, reread: Callable[[int, int], bytes] | None = None) -> None:
+        """Before the file's first byte: its ``size`` (bytes) and ``reread(stream offset, length)`` for its bytes,
+        so that its tail holds no bytes (:class:`analysis.tail.Tail`)."""
+        self.tail = Tail(self.tail_bytes, self.file, None if size is None else self.base + size, reread)
+
+    def end_lines(self) -> None:
+        """Read the file's last line when it has no line end."""
         if self.carry and not self.skip_line:
             line = self.carry + b"\n"
             self._checked(line, 0, len(line), self.carry_base)
         self.carry = b""
-        for buf, pos, end, base in self.tail:
-            self._markers(buf, pos, end, base)
-        self.tail.clear()
-        self.tail_size = 0
+
+    def end_file(self) -> None:
+        """End the file: its last line, then the marker scan of its tail."""
+        self.end_lines()
+        self.tail.finish(self.bag)
 
     # -- byte input ------------------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -184,7 +197,7 @@ class Scanner(BulkRegions):
         if self.in_setup:
             # markers and config lines before the file's first iteration line; the rest of the region is tail
             stop = max(pos, buf.rfind(b"\n", pos, self._first_at) + 1) if self.file_has_iter else end
-            self._markers(buf, pos, stop, base)
+            self.bag.scan(buf, pos, stop, base, self.file)
             for m in _CONFIG_RE.finditer(buf, pos, stop):
                 key = m.group(1).decode()
                 if key not in self.config:
@@ -194,34 +207,30 @@ class Scanner(BulkRegions):
             if self.in_setup or stop == end:
                 return
             pos = stop
-        self.tail.append((buf, pos, end, base))
-        self.tail_size += end - pos
-        while self.tail and self.tail_size - (self.tail[0][2] - self.tail[0][1]) >= self.tail_bytes:
-            old = self.tail.popleft()
-            self.tail_size -= old[2] - old[1]
+        self.tail.add(buf, pos, end, base)
 
-    def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[int, float]]:
-        steps = []
-        keep = not len(self.it)  # Step Time lines become the steps only in a log without iteration lines
-        for m in _STEP_RE.finditer(buf, pos, end):
-            tflops = float(m.group(2)) if m.group(2) is not None else _NAN
-            if keep:
-                self.step_only.append(float(m.group(1)) * 1000.0)
-                self.step_only_tflops.append(tflops)
-            steps.append((m.start(), tflops))
-        self.step_lines += len(steps)
-        return steps
+    def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[bytes, bytes]]:
+        """The Step Time lines' (seconds, TFLOP/s/GPU or b"") in ``buf[pos:end]``, counted (one ``findall``;
+        their positions are found lazily, by :meth:`_iterations`, only as far as they are paired)."""
+        found = _STEP_RE.findall(buf, pos, end)
+        if not len(self.it):  # Step Time lines become the steps only in a log without iteration lines
+            self.step_only.extend([float(s) * 1000.0 for s, _ in found])
+            self.step_only_tflops.extend([float(t) if t else _NAN for _, t in found])
+        self.step_lines += len(found)
+        return found
 
     def _iterations(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        if len(self.it) and not self._layout_without_tflops:
+        if (len(self.it) or self.after_cut) and not self._layout_without_tflops:
             # every iteration line so far carries its throughput: Step Time lines add nothing and are not read
             # (``step_lines`` counts the lines read; skipping the count saves a pass over the bytes)
-            steps: list[tuple[int, float]] = []
+            steps: list[tuple[bytes, bytes]] = []
             if self._fast is not None and self.file_has_iter:
                 self._fast_region(self._fast, buf, pos, end, base)
                 return
         else:
             steps = self._step_lines(buf, pos, end)
+        at = _STEP_RE.finditer(buf, pos, end) if steps else iter(())
+        step = next(at, None)
         j = 0
         last = None
         for m in ITER_RE.finditer(buf, pos, end):
@@ -229,9 +238,11 @@ class Scanner(BulkRegions):
             if n is None:
                 self._memory(unit, mem_rest)
                 continue
-            while j < len(steps) and steps[j][0] < m.start():
-                self.pending = steps[j][1]
+            while step is not None and step.start() < m.start():
+                tflops = step.group(2)
+                self.pending = float(tflops) if tflops is not None else _NAN
                 j += 1
+                step = next(at, None)
             if self._line(n, total, rest, buf, m.start(), pos, base):
                 last = m
                 if self._fast is not None and not self._layout_without_tflops and self.file_has_iter:
@@ -241,7 +252,7 @@ class Scanner(BulkRegions):
                     self._fast_region(self._fast, buf, m.end(), end, base)
                     return
         if j < len(steps):
-            self.pending = steps[-1][1]
+            self.pending = float(steps[-1][1]) if steps[-1][1] else _NAN
         self._last_line(last, buf, pos, base)
 
     def _line(self, n: bytes, total: bytes, rest: bytes, buf: bytes, at: int, pos: int, base: int) -> bool:
@@ -273,8 +284,9 @@ class Scanner(BulkRegions):
         floats.append(_NAN)
         self.it.append(int(n))
         self.total.append(int(total))
-        layout.rows.append(row)
-        layout.values.extend(layout.getter(floats))
+        layout.rows.add(row)
+        for column, value in zip(layout.columns, layout.getter(floats), strict=True):
+            column.append(value)
         if layout.has_tflops:
             self._fast = layout
         pending = self.pending
@@ -341,18 +353,6 @@ class Scanner(BulkRegions):
             if self.peak_gb is None or value > self.peak_gb:
                 self.peak_gb = value
 
-    def _markers(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        for lo, text, kind in scan_markers(buf, pos, end):
-            self._keep(Marker(kind, text[:TEXT_LIMIT], self.file, base + lo))
-
-    def _keep(self, marker: Marker) -> None:
-        self.counts[marker.kind] = self.counts.get(marker.kind, 0) + 1
-        first, last = self.kept.setdefault(marker.kind, ([], deque(maxlen=MARKERS_KEPT)))
-        if len(first) < MARKERS_KEPT:
-            first.append(marker)
-        else:
-            last.append(marker)
-
     # -- columns ---------------------------------------------------------------------------------------------
     def _truncated(self, layout: _Layout) -> bool:
         """True when ``layout``'s keys are a strict prefix of another layout's keys: its lines were cut at a "|"."""
@@ -364,41 +364,43 @@ class Scanner(BulkRegions):
         for layout in self.layouts.values():
             if len(layout.rows) and self._truncated(layout):
                 self.damaged += len(layout.rows)
-                layout.rows = array("q")
-                layout.values = array("d")
+                layout.clear()
 
     def columns(self) -> dict[str, np.ndarray]:
         """Raw columns in line order (duplicates not yet removed): iteration, train_iters, the standard fields,
-        ``tflops`` and ``loss:<key>`` extra losses; NaN where a line lacks a field."""
+        ``tflops`` and ``loss:<key>`` extra losses; NaN where a line lacks a field. The layouts' values are handed
+        over (views where one layout holds every row, the usual log) and the layouts emptied, so that a column
+        is freed when its caller drops it."""
         n = len(self.it)
         cols: dict[str, np.ndarray] = {
             "iteration": np.frombuffer(self.it, dtype=np.int64) if n else np.zeros(0, np.int64),
-            "train_iters": np.frombuffer(self.total, dtype=np.int64) if n else np.zeros(0, np.int64),
+            "train_iters": self.total.take(),
         }
         used = [layout for layout in self.layouts.values() if len(layout.rows)]
         self.tflops_from_lines = any(layout.has_tflops for layout in used)
+        standard = [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]
         if len(used) == 1 and len(used[0].rows) == n:
-            # one layout holds every row in line order (the usual log): columns are views, no copy
-            layout = used[0]
-            values = np.frombuffer(layout.values, dtype=np.float64).reshape(n, len(layout.names))
-            cols |= {name: values[:, j] for j, name in enumerate(layout.names)}
-            for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
-                cols.setdefault(name, np.full(n, np.nan))
+            # one layout holds every row in line order: its columns are views, no copy
+            cols |= {name: values.take() for name, values in zip(used[0].names, used[0].columns, strict=True)}
+            used[0].clear()
+            for name in standard:
+                cols.setdefault(name, np.broadcast_to(np.nan, (n,)))
             covered = None
         else:
-            for name in [n_ for n_, _ in STANDARD_FIELDS] + ["tflops"]:
+            for name in standard:
                 cols[name] = np.full(n, np.nan)
             covered = np.zeros(n, dtype=bool)  # rows of dropped (truncated) layouts are not covered
             for layout in used:
-                rows = np.frombuffer(layout.rows, dtype=np.int64)
-                values = np.frombuffer(layout.values, dtype=np.float64).reshape(len(rows), len(layout.names))
+                rows = layout.rows.numbers()
                 covered[rows] = True
-                for j, name in enumerate(layout.names):
-                    cols.setdefault(name, np.full(n, np.nan))[rows] = values[:, j]
-                del rows, values
-                layout.rows, layout.values = array("q"), array("d")  # release the raw columns as we go
+                for name, values in zip(layout.names, layout.columns, strict=True):
+                    cols.setdefault(name, np.full(n, np.nan))[rows] = values.take()
+                del rows
+                layout.clear()  # release the raw columns as we go
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):
+            if not cols["tflops"].flags.writeable:
+                cols["tflops"] = np.array(cols["tflops"])
             cols["tflops"][np.array(self.step_tflops_rows, dtype=np.int64)] = np.array(self.step_tflops_vals)
         return cols if covered is None or covered.all() else {k: v[covered] for k, v in cols.items()}

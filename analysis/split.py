@@ -1,12 +1,22 @@
 """Two-core parsing of one large log file: the second half is scanned by a forked process while this one scans the
 first half, then the halves' records are joined (``analysis.parse.parse_files``; issue 17).
 
-The file is cut at the first line end after :func:`balanced_cut` (the second half holds the marker tail). The forked scanner starts as after a file's first
-iteration line (no set-up markers or config there) at the cut's stream offset, so its offsets are the stream's; it
-returns its records as bytes. They are joined when both halves saw only layouts with a throughput field (then no
-``Step Time`` line is paired with an iteration line, and no state but the records crosses the cut) and this half
-saw the file's first iteration line; otherwise the second half is scanned here again, as one process would. Failure
-markers are kept from at least the file's last ``tail_bytes`` (whole regions of either half), as in one process.
+The result is the one pass's, field for field (``tests/analysis/test_split.py``), because:
+- the cut (:func:`cut_offset`) is the first line start after a chunk boundary near :func:`balanced_cut` (the
+  second half holds the marker tail, so it is the shorter one), where the line across the boundary is short: one
+  pass reads that line as a region of its own and starts its next region at the cut, so both halves read the
+  regions of one pass, chunk-aligned, with the same bytes and offsets;
+- the forked scanner starts as after a file's first iteration line (no set-up markers or config there) at the
+  cut's stream offset, and reads no ``Step Time`` line, as one pass does there once it has iteration lines that
+  all carry their throughput;
+- the halves are joined only when both saw only layouts with a throughput field and this half saw the file's
+  first iteration line (then no state but the records crosses the cut); otherwise the second half is scanned
+  here again, chunk-aligned, as one pass would;
+- the second half sends its tail regions (scanned, or to be read again here) and this half's are pushed out of
+  the tail by them as in one pass (:class:`analysis.tail.Tail`).
+
+The records come back through a pipe as a small pickled header, then each column's raw bytes, appended one at a
+time (no second copy of the half's records). A file is read up to its size when it was opened.
 """
 
 from __future__ import annotations
@@ -20,10 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from analysis.grammar import _make_layout
+from analysis.grammar import Column, _make_layout
 from analysis.scanner import Scanner
 
 SPLIT_MIN_BYTES = 8 << 20  # smaller files: one process (a fork and the join cost about 10-20 ms)
+LINE_WINDOW = 64 << 10  # the line across the cut's chunk boundary must end within this many bytes either side
 
 
 def can_fork() -> bool:
@@ -44,8 +55,8 @@ MARKER_COST = 0.5  # the failure-marker scan of a byte, relative to the rest of 
 
 
 def balanced_cut(size: int, tail_bytes: int, marker_cost: float = MARKER_COST) -> int:
-    """Where to cut so that both halves take about as long: the last ``tail_bytes`` also get the marker scan,
-    so the second half, which holds them, is the shorter one (about 40% of a 100 MB log)."""
+    """Where to cut (bytes) so that both halves take about as long: the last ``tail_bytes`` also get the marker
+    scan, so the second half, which holds them, is the shorter one (about 40% of a 100 MB log)."""
     lo, hi = 0, size
     tail_start = max(0, size - tail_bytes)
     while hi - lo > 4096:
@@ -56,32 +67,61 @@ def balanced_cut(size: int, tail_bytes: int, marker_cost: float = MARKER_COST) -
     return lo
 
 
-def cut_offset(fh: Any, size: int, tail_bytes: int = 0) -> int | None:
-    """The offset just after the first ``\\n`` at or after :func:`balanced_cut` (None when there is none)."""
-    at = balanced_cut(size, tail_bytes)
-    fh.seek(at)
-    block = fh.read(1 << 20)
-    i = block.find(b"\n")
-    fh.seek(0)
-    return None if i == -1 else at + i + 1
+def cut_offset(fh: Any, size: int, tail_bytes: int, chunk: int) -> int | None:
+    """The cut (a byte offset of ``fh``): for the multiple ``k * chunk`` nearest :func:`balanced_cut` (or the one
+    before or after it), ``k * chunk`` itself when a line ends just before it, else the start of the line after
+    the one across it. None when that line does not end within ``LINE_WINDOW`` bytes (at most one chunk) either
+    side: then the one-pass state at the boundary might hold more than a short partial line."""
+    k0 = max(1, round(balanced_cut(size, tail_bytes) / chunk))
+    window = min(LINE_WINDOW, chunk)  # within the chunks either side of the boundary
+    try:
+        for k in (k0, k0 - 1, k0 + 1):
+            at = k * chunk
+            if not 0 < at < size - 1:
+                continue
+            fh.seek(at - window)
+            before, after = fh.read(window), fh.read(window)
+            if before.endswith(b"\n"):
+                return at
+            i = after.find(b"\n")
+            if b"\n" in before and i != -1 and at + i + 1 < size:
+                return at + i + 1
+        return None
+    finally:
+        fh.seek(0)
 
 
-def _state(sc: Scanner) -> dict[str, Any]:
-    """The records of a second-half scanner, as plain bytes and values."""
-    return {
-        "ok": not sc._layout_without_tflops and not len(sc.step_tflops_rows),
-        "it": sc.it.tobytes(), "total": sc.total.tobytes(), "nonfinite": sc.nonfinite_rows.tobytes(),
-        "layouts": [(layout.raw, layout.rows.tobytes(), layout.values.tobytes())
-                    for layout in sc.layouts.values() if len(layout.rows)],
-        "peak": sc.peak_gb, "memory_lines": sc.memory_lines, "kept": sc.kept, "counts": sc.counts,
+def _header(sc: Scanner) -> tuple[dict[str, Any], list[Any]]:
+    """A second-half scanner's results: a header of plain values and the record columns it lists (arrays, or
+    :class:`analysis.grammar.Column` made into one array only as it is written)."""
+    columns: list[Any] = [sc.it, sc.total, sc.nonfinite_rows]
+    layouts = []
+    for layout in sc.layouts.values():
+        if len(layout.rows):
+            layouts.append((layout.raw, layout.rows.runs.tobytes(), len(layout.columns)))
+            columns += layout.columns
+    header = {
+        "ok": not sc._layout_without_tflops and not len(sc.step_tflops_rows), "layouts": layouts,
+        "sizes": [8 * len(c) for c in columns], "peak": sc.peak_gb, "memory_lines": sc.memory_lines,
         "damaged": sc.damaged, "step_lines": sc.step_lines, "overlong": sc.overlong, "nul": bool(sc.nul_files),
-        "last_off": sc.last_off, "last_ts": sc.last_ts,
+        "last_off": sc.last_off, "last_ts": sc.last_ts, "tail": sc.tail.detached(),
     }
+    return header, columns
+
+
+def reader(path: str, base: int) -> Callable[[int, int], bytes]:
+    """``reread(stream offset, length)`` of ``path``, whose first byte is at stream offset ``base``."""
+    def reread(offset: int, length: int) -> bytes:
+        with open(path, "rb") as fh:
+            fh.seek(offset - base)
+            return fh.read(length)
+    return reread
 
 
 def start_second_half(path: str, cut: int, size: int, base: int, tail_bytes: int, chunk: int) -> tuple[int, int]:
-    """Fork a process scanning ``path[cut:size]`` (stream offset ``base + cut``); returns (pid, read end of its
-    pipe). The child writes its pickled records (or ``None`` on any error) and exits."""
+    """Fork a process scanning ``path[cut:size]`` (stream offset ``base + cut``) in ``chunk``-aligned reads;
+    returns (pid, read end of its pipe). The child writes its results (or a ``None`` header on any error) and
+    exits."""
     r, w = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": Arrow re-forks its pool
@@ -91,77 +131,122 @@ def start_second_half(path: str, cut: int, size: int, base: int, tail_bytes: int
         return pid, r
     os.close(r)
     try:
-        sc = Scanner(tail_bytes)
-        sc.base = base + cut
-        sc.begin_file(path)
-        sc.in_setup, sc.file_has_iter = False, True
-        with open(path, "rb") as fh:
-            fh.seek(cut)
-            left = size - cut
-            while left > 0 and (data := fh.read(min(chunk, left))):
-                left -= len(data)
-                sc.feed(data)
-        sc.end_file()
-        payload = pickle.dumps(_state(sc), protocol=pickle.HIGHEST_PROTOCOL)
-    except BaseException:  # noqa: BLE001  (the parent scans the half itself)
-        payload = pickle.dumps(None)
-    with os.fdopen(w, "wb") as out:
-        out.write(payload)
-    os._exit(0)
+        with os.fdopen(w, "wb") as out:
+            try:
+                sc = Scanner(tail_bytes)
+                sc.base = base + cut
+                sc.begin_file(path, size - cut, reader(path, base))  # its tail holds no bytes either
+                sc.in_setup, sc.file_has_iter, sc.after_cut = False, True, True
+                with open(path, "rb") as fh:
+                    fh.seek(cut)
+                    read = cut
+                    while read < size and (data := fh.read(min(chunk - read % chunk, size - read))):
+                        read += len(data)
+                        sc.feed(data)
+                sc.end_lines()
+                header, columns = _header(sc)
+            except BaseException:  # noqa: BLE001  (the parent scans the half itself)
+                header, columns = None, []
+            pickle.dump(header, out, protocol=pickle.HIGHEST_PROTOCOL)
+            for column in columns:
+                out.write(memoryview(np.ascontiguousarray(column.take()) if isinstance(column, Column) else column))
+    finally:
+        os._exit(0)
 
 
-def collect(pid: int, fd: int) -> dict[str, Any] | None:
-    """The second half's records (None when the child failed)."""
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            half = pickle.load(fh)  # straight from the pipe: no copy of the whole payload first
-        except (pickle.UnpicklingError, EOFError, ValueError):
-            half = None
-    os.waitpid(pid, 0)
-    return half
+def collect(pid: int, fd: int) -> tuple[dict[str, Any], Any] | None:
+    """The second half's header and its open pipe, for :func:`join` (None, pipe closed, when the child failed)."""
+    fh = os.fdopen(fd, "rb")
+    try:
+        header = pickle.load(fh)
+    except (pickle.UnpicklingError, EOFError, ValueError):
+        header = None
+    if header is None:
+        fh.close()
+        os.waitpid(pid, 0)
+        return None
+    return header, (pid, fh)
 
 
-def can_join(sc: Scanner, half: dict[str, Any] | None) -> bool:
+def discard(half: tuple[dict[str, Any], Any] | None) -> None:
+    """Close the pipe of a half that is not joined and reap its process."""
+    if half is not None:
+        pid, fh = half[1]
+        fh.close()
+        os.waitpid(pid, 0)
+
+
+def can_join(sc: Scanner, half: tuple[dict[str, Any], Any] | None) -> bool:
     """True when the halves may be joined (see the module docstring)."""
-    return bool(half and half["ok"] and sc.file_has_iter and not sc._layout_without_tflops
-                and not len(sc.step_tflops_rows) and sc._fast is not None)
+    return bool(half and half[0]["ok"] and sc.file_has_iter and not sc._layout_without_tflops
+                and not len(sc.step_tflops_rows) and sc._fast is not None and not sc.carry and not sc.skip_line)
 
 
-def trim_tail(sc: Scanner, keep: int) -> None:
-    """Keep only the last regions of this half's tail that hold its last ``keep`` bytes."""
-    while sc.tail and sc.tail_size - (sc.tail[0][2] - sc.tail[0][1]) >= max(keep, 0):
-        old = sc.tail.popleft()
-        sc.tail_size -= old[2] - old[1]
-    if keep <= 0:
-        sc.tail.clear()
-        sc.tail_size = 0
+def _snapshot(sc: Scanner) -> tuple:
+    rows = {raw: (len(lay.rows.runs), lay.rows.runs[-1] if len(lay.rows.runs) else 0, lay.rows.n,
+                  [len(c) for c in lay.columns]) for raw, lay in sc.layouts.items()}
+    return len(sc.it), len(sc.total), len(sc.nonfinite_rows), rows
 
 
-def join(sc: Scanner, half: dict[str, Any], keep: Callable[[Any], None]) -> None:
-    """Append the second half's records to ``sc`` (this half's, after its ``end_file``)."""
-    row = len(sc.it)
-    sc.it.frombytes(half["it"])
-    sc.total.frombytes(half["total"])
-    sc.nonfinite_rows.frombytes((np.frombuffer(half["nonfinite"], np.int64) + row).tobytes())
-    half["it"] = half["total"] = half["nonfinite"] = b""  # released as they are joined (peak memory)
-    for raw, rows, values in half.pop("layouts"):
-        layout = sc.layouts.get(raw)
-        if layout is None:
-            layout = _make_layout(list(raw))
-            sc.layouts[raw] = layout
-        layout.rows.frombytes((np.frombuffer(rows, np.int64) + row).tobytes())
-        layout.values.frombytes(values)
-    if half["peak"] is not None and (sc.peak_gb is None or half["peak"] > sc.peak_gb):
-        sc.peak_gb = half["peak"]
-    sc.memory_lines += half["memory_lines"]
-    for kind, (first, last) in half["kept"].items():
-        for marker in (*first, *last):
-            keep(marker)
-        sc.counts[kind] += half["counts"][kind] - len(first) - len(last)
-    sc.damaged += half["damaged"]
-    sc.step_lines += half["step_lines"]
-    sc.overlong += half["overlong"]
-    if half["nul"] and sc.file not in sc.nul_files:
+def _rollback(sc: Scanner, snap: tuple) -> None:
+    """Undo a partial :func:`join` (the second half's process died while writing)."""
+    n_it, n_total, n_nonfinite, rows = snap
+    del sc.it[n_it:], sc.nonfinite_rows[n_nonfinite:]
+    sc.total.truncate(n_total)
+    for raw in [raw for raw in sc.layouts if raw not in rows]:
+        del sc.layouts[raw]
+    for raw, (n_runs, last, n, lengths) in rows.items():
+        layout = sc.layouts[raw]
+        del layout.rows.runs[n_runs:]
+        if n_runs:
+            layout.rows.runs[-1] = last
+        layout.rows.n = n
+        for column, length in zip(layout.columns, lengths, strict=True):
+            column.truncate(length)
+
+
+def join(sc: Scanner, half: tuple[dict[str, Any], Any]) -> bool:
+    """Append the second half's records and tail regions to ``sc`` (this half's scanner, at the cut), reading its
+    columns from the pipe one at a time, then reap its process. False, with ``sc`` as before, when the pipe ends
+    early (the process died while writing)."""
+    header, (pid, fh) = half
+    sizes = iter(header["sizes"])
+    snap = _snapshot(sc)
+
+    def read() -> bytes:
+        want = next(sizes)
+        data = fh.read(want)
+        if len(data) != want:
+            raise EOFError(f"the second half's records end after {len(data)} of {want} bytes")
+        return data
+
+    try:
+        row = len(sc.it)
+        sc.it.frombytes(read())
+        sc.total.frombytes(read())
+        sc.nonfinite_rows.frombytes((np.frombuffer(read(), np.int64) + row).tobytes())
+        for raw, runs, ncols in header["layouts"]:
+            layout = sc.layouts.get(raw)
+            if layout is None:
+                layout = sc.layouts[raw] = _make_layout(list(raw))
+            layout.rows.extend(runs, row)
+            for j in range(ncols):
+                layout.columns[j].frombytes(read())
+    except EOFError:
+        _rollback(sc, snap)
+        return False
+    finally:
+        fh.close()
+        os.waitpid(pid, 0)
+    if header["peak"] is not None and (sc.peak_gb is None or header["peak"] > sc.peak_gb):
+        sc.peak_gb = header["peak"]
+    sc.memory_lines += header["memory_lines"]
+    sc.damaged += header["damaged"]
+    sc.step_lines += header["step_lines"]
+    sc.overlong += header["overlong"]
+    if header["nul"] and sc.file not in sc.nul_files:
         sc.nul_files.append(sc.file)
-    if half["last_off"] is not None:
-        sc.last_off, sc.last_ts = half["last_off"], half["last_ts"] or sc.last_ts
+    if header["last_off"] is not None:
+        sc.last_off, sc.last_ts = header["last_off"], header["last_ts"] or sc.last_ts
+    sc.tail.extend(header["tail"])
+    return True

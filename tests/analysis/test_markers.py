@@ -75,3 +75,24 @@ def test_bytes_that_are_not_utf8_do_not_cut_a_candidate(raw, kind, text):
 def test_str_lines_with_lone_surrogates_do_not_raise():
     assert [m.kind for m in parse_lines(["RuntimeError: bad \ud800 x"]).markers] == ["exception"]
     assert parse_iteration_line("iteration 1/1 | elapsed time per iteration (ms): 5 | \udfff") is None
+
+
+_LINES = st.sampled_from([
+    b"[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered",
+    b"[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered",  # repeated (ranks)
+    b"Traceback (most recent call last):", b'  File "x.py", line 1, in <module>', b"noise without a needle",
+    b"NCCL WARN Timeout", b"\xff\xfeerror: not utf-8 \xe2", b"ERROR", b"", b"  ", b"x" * 2047 + b" oom",
+    b"time out of memory", b"iteration 5/ 10 | lm loss: nan |", b"\x1b[31mAssertionError: boom\x1b[0m",
+    b"e" * 2048, b"fail" + b"y" * 2044,
+])
+
+
+@given(lines=st.lists(_LINES, max_size=40), last=st.sampled_from([b"", b"RuntimeError: cut", b"noise"]))
+def test_distinct_lines_give_what_the_segments_give(lines, last):
+    """The Arrow path over distinct lines (no \\r, lines of at most 2048 bytes) yields exactly what the segment
+    path yields, offsets included, also for a last line without a line end and at an offset into the buffer."""
+    from analysis.markers import _scan_lines
+
+    head = b"prefix that is not scanned\n"
+    buf = head + b"".join(line + b"\n" for line in lines) + last
+    assert list(scan_markers(buf, len(head), len(buf))) == list(_scan_lines(buf[len(head):], len(head)))
