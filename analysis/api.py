@@ -96,10 +96,13 @@ def __getattr__(name: str) -> Any:
 
 
 def preload(plots: bool = False) -> None:
-    """Import the heavy part of the analysis (the parser, statistics, scipy; matplotlib with ``plots``) now. The
-    conductor calls it while it waits for its first jobs, so that the imports (1-2 s) run beside them, on another
-    core, instead of after them."""
+    """Import the heavy part of the analysis (the parser and its statistics; with ``plots`` also scipy.stats for
+    the comparisons and matplotlib for the plots, which a sweep with timings needs) now. The conductor calls it
+    while it waits for its first jobs, so that the imports (1-2 s) run beside them, on another core, instead of
+    after them."""
     import analysis.analyze  # noqa: F401
 
     if plots:
+        import scipy.stats  # noqa: F401
+
         import analysis.plots  # noqa: F401
