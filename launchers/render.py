@@ -108,19 +108,30 @@ class JobScripts:
     def __init__(self) -> None:
         self._templates: dict[str, str | None] = {}
 
-    def render(self, cluster: Any, item: Any, *, state_dir: str | Path, **kwargs: Any) -> str:
-        """The job script of ``item`` as :func:`render_job_script` renders it (same arguments and errors)."""
+    def render(self, cluster: Any, item: Any, *, state_dir: str | Path, before_full: Callable[[], object] | None = None,
+               **kwargs: Any) -> str:
+        """The job script of ``item`` as :func:`render_job_script` renders it (same arguments and errors).
+
+        ``before_full``: called before a run is rendered in full (no template for its shape, or not a RunSpec), the
+        one case that reads the item's variant file: the planner writes that file only then (issue 17)."""
         if not isinstance(item, RunSpec):
-            return render_job_script(cluster, item, state_dir=state_dir, **kwargs)
+            return self._full(cluster, item, state_dir, before_full, kwargs)
         key = repr((cluster, item.attempt, item.repeat, item.mode, item.hold_s, str(state_dir),
                     sorted(kwargs.items())))
         if key not in self._templates:
             self._templates[key] = self._template(cluster, item, state_dir, kwargs)
         template = self._templates[key]
         if template is None:
-            return render_job_script(cluster, item, state_dir=state_dir, **kwargs)
+            return self._full(cluster, item, state_dir, before_full, kwargs)
         secrets = (kwargs.get("env") or cluster_env(cluster)).secret_values()
         return mask_text(template.replace(_SENTINEL, item.variant), secrets)
+
+    @staticmethod
+    def _full(cluster: Any, item: Any, state_dir: str | Path, before: Callable[[], object] | None,
+              kwargs: dict[str, Any]) -> str:
+        if before is not None:
+            before()
+        return render_job_script(cluster, item, state_dir=state_dir, **kwargs)
 
     def _template(self, cluster: Any, item: RunSpec, state_dir: str | Path, kwargs: dict[str, Any]) -> str | None:
         """The placeholder's script, its variant file next to the real one's (``<sweep>/variants/<placeholder>/``,

@@ -8,17 +8,17 @@ Public API (names are stable; ``experiments.sweep action=collect`` calls them in
     write_trend_page(url, sweep_dir / "report" / "history.html")
 
 ``judge_night(url, night, preset=, model=, cluster=)`` judges any recorded night. See README "Nightly runs".
+
+Importing the package is light (records, errors and the plan-time check :func:`check_settings`): the database layer
+(SQLAlchemy), the judge (SciPy) and the ingest load on the first use of one of their names, so the planner's
+``history.*`` check imports neither (issue 17).
 """
 
-from analysis.history.api import (
-    DEFAULT_URL,
-    check_settings,
-    judge_night,
-    judge_sweep,
-    load_history,
-    record_summary,
-    write_trend_page,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from analysis.history.errors import (
     HistoryCorruptError,
     HistoryError,
@@ -28,7 +28,6 @@ from analysis.history.errors import (
     HistoryStoreError,
     exit_code_for,
 )
-from analysis.history.ingest import load_summary
 from analysis.history.records import (
     IMPROVEMENT,
     MISSING_TONIGHT,
@@ -47,7 +46,23 @@ from analysis.history.records import (
     SweepInfo,
     VariantJudgement,
 )
-from analysis.history.store import HistoryStore
+from analysis.history.settings import DEFAULT_URL, check_settings
+
+_LAZY = {  # name -> the module that defines it, imported on first use (PEP 562)
+    "judge_night": "analysis.history.api", "judge_sweep": "analysis.history.api",
+    "load_history": "analysis.history.api", "record_summary": "analysis.history.api",
+    "write_trend_page": "analysis.history.api", "load_summary": "analysis.history.ingest",
+    "HistoryStore": "analysis.history.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_URL", "IMPROVEMENT", "MISSING_TONIGHT", "NEW_VARIANT", "REGRESSION", "VERDICTS", "WITHIN_NOISE",

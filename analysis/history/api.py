@@ -28,9 +28,11 @@ from analysis.history.records import (
     RecordResult,
     Series,
 )
-from analysis.history.store import DEFAULT_TIMEOUT_S, HistoryStore, check_url
+from analysis.history.settings import DEFAULT_URL, check_settings
+from analysis.history.store import DEFAULT_TIMEOUT_S, HistoryStore
 
-DEFAULT_URL = "sqlite:///results/history.db"
+__all__ = ["DEFAULT_URL", "check_settings", "judge_night", "judge_sweep", "load_history", "record_summary",
+           "write_trend_page"]
 
 
 def record_summary(url: str, summary: str | Path | dict[str, Any] | NightInput,
@@ -148,25 +150,3 @@ def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None
         history = load_history(store, series, since=since, until=shown[-1])
     reports = [judge_history(history, n, config) for n in shown]
     return render_trend_page(history, reports, Path(out_html))
-
-
-def check_settings(values: dict[str, Any]) -> HistoryConfig:
-    """Check a ``history`` group (``enabled``, ``url``, ``window``, ``threshold``, ...) without connecting: what the
-    planner calls so that a bad value fails before any GPU time is spent (docs/CONTRACTS.md §1).
-
-    Raises:
-        HistoryInputError: the first bad key or value, named with what is allowed.
-    """
-    values = dict(values or {})
-    enabled = values.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise HistoryInputError(f"history.enabled={enabled!r} must be true or false")
-    if "url" in values:
-        if not isinstance(values["url"], str) or not values["url"]:
-            raise HistoryInputError(f"history.url={values['url']!r} must be a SQLAlchemy URL, e.g. {DEFAULT_URL}")
-        check_url(values["url"])
-    try:
-        return HistoryConfig.from_mapping(values)
-    except (TypeError, ValueError) as e:
-        raise HistoryInputError(str(e)) from None
-

@@ -1,0 +1,60 @@
+"""The plan-time check of a ``history`` group, light enough for the planner (no SQLAlchemy, no SciPy import for the
+default SQLite URL; issue 17).
+
+The planner calls :func:`check_settings` on every sweep (docs/CONTRACTS.md §1) so that a bad ``history.*`` value
+fails with exit code 2 before any GPU time is spent. A plain SQLite file URL (``sqlite:///<path>`` or
+``sqlite+pysqlite:///<path>``, no query string) parses in SQLAlchemy to the stdlib ``sqlite3`` driver whatever the
+path, so it is checked by importing that driver; every other URL goes through
+:func:`analysis.history.store.check_url` (SQLAlchemy parses it and loads its dialect's driver).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from analysis.history.errors import HistoryInputError
+from analysis.history.records import HistoryConfig
+
+DEFAULT_URL = "sqlite:///results/history.db"
+
+# what SQLAlchemy's make_url reads as backend sqlite, driver pysqlite, a file (or memory) database, no query
+_PLAIN_SQLITE = re.compile(r"sqlite(\+pysqlite)?:///[^?\s]*")
+
+
+def check_history_url(url: str) -> None:
+    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, and its driver is installed.
+
+    Raises:
+        HistoryInputError: names the URL (password hidden) and the supported forms (``store.check_url``'s message).
+    """
+    if _PLAIN_SQLITE.fullmatch(url):
+        try:
+            import sqlite3  # noqa: F401  (the driver SQLAlchemy's pysqlite dialect loads)
+            return
+        except ImportError:
+            pass  # let SQLAlchemy word the error
+    from analysis.history.store import check_url
+
+    check_url(url)
+
+
+def check_settings(values: dict[str, Any]) -> HistoryConfig:
+    """Check a ``history`` group (``enabled``, ``url``, ``window``, ``threshold``, ...) without connecting: what the
+    planner calls so that a bad value fails before any GPU time is spent (docs/CONTRACTS.md §1).
+
+    Raises:
+        HistoryInputError: the first bad key or value, named with what is allowed.
+    """
+    values = dict(values or {})
+    enabled = values.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise HistoryInputError(f"history.enabled={enabled!r} must be true or false")
+    if "url" in values:
+        if not isinstance(values["url"], str) or not values["url"]:
+            raise HistoryInputError(f"history.url={values['url']!r} must be a SQLAlchemy URL, e.g. {DEFAULT_URL}")
+        check_history_url(values["url"])
+    try:
+        return HistoryConfig.from_mapping(values)
+    except (TypeError, ValueError) as e:
+        raise HistoryInputError(str(e)) from None
