@@ -47,14 +47,20 @@ def run_action(action: str, argv: list[str]) -> int:
     with; everything else comes from the manifest. Every value is checked before anything is touched (exit 2).
     """
     from experiments.checks import check_history, check_settings, check_usage
-    from experiments.compose import compose_overrides
-    from experiments.plan import SweepSettings, analysis_options
+    from experiments.quick import quick_settings
 
-    cfg = compose_overrides(argv).base
-    settings = SweepSettings.from_cfg(cfg)
+    quick = quick_settings(argv) if action in ("status", "cancel") else None  # no Hydra compose (issue 17)
+    if quick is None:
+        from experiments.compose import compose_overrides
+        from experiments.settings import SweepSettings
+
+        cfg = compose_overrides(argv).base
+        settings = SweepSettings.from_cfg(cfg)
+        preset = str((cfg.get("sweep") or {}).get("name") or "")
+    else:
+        cfg, (settings, preset) = {}, quick
     check_usage(settings)
     check_settings(settings)
-    preset = str((cfg.get("sweep") or {}).get("name") or "")
     sd = SweepDir(find_sweep(settings, preset, submitted=action == "collect"))
     if action == "status":
         return show_status(sd)
@@ -66,9 +72,10 @@ def run_action(action: str, argv: list[str]) -> int:
     check_history({**(m.config.get("history") or {}), **history})
     analysis = {**(m.config.get("analysis") or {}),
                 **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in given(argv, "analysis")}}
-    options = analysis_options({"analysis": analysis}, settings.hang_min_s)
     from experiments.conductor.drive import drive
+    from experiments.plan import analysis_options
 
+    options = analysis_options({"analysis": analysis}, settings.hang_min_s)
     return drive(sd, settings, options, resume=True, collect_only=action == "collect", history=history)
 
 
@@ -161,16 +168,19 @@ def show_status(sd: SweepDir) -> int:
 def cancel_sweep(sd: SweepDir) -> int:
     """``action=cancel``: cancel every unfinished job of the sweep and mark it cancelled, in one manifest write."""
     from experiments.conductor.backends import make_backend
-    from experiments.conductor.drive import Round
 
     m = Manifest.load(sd)
     backend = make_backend(sd, m, strict=False)  # cancelling needs no secret values
-    rnd = Round()
     refs = m.refs({ManifestStatus.PLANNED, ManifestStatus.SUBMITTED, ManifestStatus.RUNNING})
     for ref in refs:
         backend.cancel(ref)
-        rnd.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
-    rnd.commit(sd)
+
+    def mark(latest: Manifest) -> None:  # one locked write, as a conductor's round (drive.Round, which imports the
+        for ref in refs:                 # analysis and SciPy: issue 17)
+            latest.attempt(ref).set(status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
+
+    if refs:
+        Manifest.update(sd, mark)
     print(f"cancelled {len(refs)} unfinished run(s) of sweep {m.sweep_id}")
     return ExitCode.OK
 
