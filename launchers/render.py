@@ -10,6 +10,7 @@ any that would be are masked as ``***`` (CONTRACTS §10).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from launchers.envvars import JobEnv, cluster_env, mask_text
 from launchers.errors import LaunchConfigError
 from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
 from launchers.spec import RunSpec
+from launchers.templates import TemplateCache
 
 DEFAULT_TITLE = "sweep"
 
@@ -101,7 +103,8 @@ class JobScripts:
     name holds only ``[A-Za-z0-9_.-]`` (:func:`launchers.spec.check_task_name`), which ``shlex.quote`` and
     NeMo-Run leave as they are, and the name enters the script only as text (paths, job and task names); a
     template without the placeholder, or an item that is not a RunSpec, is rendered in full. About 51 ms per
-    NeMo-Run dry run, about 0.05 ms per substitution (benchmarks/plan.py).
+    NeMo-Run dry run, about 0.05 ms per substitution (benchmarks/plan.py). A template rendered once is kept on disk
+    (:mod:`launchers.templates`, keyed by every input), so a later plan of the same shape imports no NeMo-Run.
     tests/launchers/test_render_fast.py checks the equality against the full dry run, quoting cases included.
     """
 
@@ -140,16 +143,25 @@ class JobScripts:
         if variants.name != "variants" or not variants.is_dir():
             return None
         fake = variants / _SENTINEL / "variant.json"
+        placeholder = dataclasses.replace(item, variant=_SENTINEL, variant_json=fake)
+        cached = TemplateCache(Path(os.path.abspath(state_dir)).parent, variants.parent,
+                               (cluster, placeholder, str(state_dir), sorted(kwargs.items())),
+                               kwargs.get("env") or cluster_env(cluster))
+        text = cached.load()  # no NeMo-Run import when this shape was rendered before (issue 17)
+        if text is not None:
+            return text
         try:
             fake.parent.mkdir(exist_ok=True)
             fake.write_text("{}")
-            text = render_job_script(cluster, dataclasses.replace(item, variant=_SENTINEL, variant_json=fake),
-                                     state_dir=state_dir, **kwargs)
+            text = render_job_script(cluster, placeholder, state_dir=state_dir, **kwargs)
         except LaunchConfigError:
             return None  # each run is rendered in full, so that its error names the real variant
         finally:
             shutil.rmtree(fake.parent, ignore_errors=True)
-        return text if _SENTINEL in text else None
+        if _SENTINEL not in text:
+            return None
+        cached.store(text)
+        return text
 
     def close(self) -> None:
         """Forget the templates."""
