@@ -33,9 +33,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from parse import baseline_tree  # noqa: E402  (benchmarks/parse.py)
+
+def baseline_tree(rev: str, folder: Path, *paths: str) -> Path:
+    """benchmarks/parse.py's ``baseline_tree`` (loaded from its file: benchmarks/analysis.py would shadow the
+    ``analysis`` package this benchmark imports, were benchmarks/ on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("parse_bench", REPO / "benchmarks" / "parse.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.baseline_tree(rev, folder, *paths)
 
 
 def overrides(n_variants: int, out: Path) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,7 @@ def show_status(sd: SweepDir) -> int:
                 view.state = str(st.status)
                 if st.reason and st.status in (ManifestStatus.LOST, ManifestStatus.FAILED):
                     view.note = (view.note + " " + st.reason).strip()
-            logs = sorted(p for p in sd.logs(ref).glob("*") if p.is_file())
+            logs = _files(sd.logs(ref))
             if not logs and backend is not None:
                 with contextlib.suppress(SchedulerError, OSError):
                     logs = backend.log_files(ref)
@@ -163,6 +164,16 @@ def show_status(sd: SweepDir) -> int:
             views.append(view)
     Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})", static=True).close(views)
     return rc
+
+
+def _files(folder: Path) -> list[Path]:
+    """The files of ``folder``, sorted (none when it does not exist): one ``scandir``, about 5x faster than
+    ``Path.glob`` for the 100 log folders of a status (issue 17)."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(e.path) for e in entries if e.is_file())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def cancel_sweep(sd: SweepDir) -> int:
