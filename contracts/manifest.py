@@ -351,14 +351,13 @@ class Manifest:
         """
         old, new = (f'\n  "{PLAN_STATE}": "{state}"' for state in (PLAN_WRITING, PLAN_COMPLETE))
         with lock(sweep):
-            try:
+            current = None
+            with contextlib.suppress(OSError):
                 current = sweep.manifest.read_text()
-            except OSError:
-                current = None
             if current == written and current.count(old) == 1:  # a top-level key: the only one at indent 2
                 write_text(sweep.manifest, current.replace(old, new), durable=True)
                 return
-        cls.update(sweep, _set_complete)
+        cls.update(sweep, lambda m: m.extra.__setitem__(PLAN_STATE, PLAN_COMPLETE))
 
     def save(self, sweep: SweepDir) -> None:
         """Replace the file with this manifest (the caller holds :func:`lock`)."""
@@ -375,10 +374,6 @@ class Manifest:
             out = change(m)
             m.save(sweep)
             return m, out
-
-
-def _set_complete(m: Manifest) -> None:
-    m.extra[PLAN_STATE] = PLAN_COMPLETE
 
 
 def _existing_id(sweep: SweepDir) -> str:
