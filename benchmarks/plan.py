@@ -9,7 +9,7 @@ times an extra axis over model.global_batch_size with variants/20 values, on clu
   ``MOE_SWEEP_CACHE``: one NeMo-Run import and dry run) and warm (the template on disk: no NeMo-Run import);
 - ``--against REV``: the same command from that git revision's tree (``git archive``), the runs alternating with
   ours, and the ratios;
-- in one process: make_plan, then write_plan (variant.json, job.sh via launchers.render.JobScripts), and the print;
+- in one process (cache warm): make_plan, then write_plan (variant.json, job.sh via JobScripts), and the print;
 - the full NeMo-Run dry run per variant (``render_job`` without JobScripts, what write_plan did before issue 17) on
   ``--sample`` kept variants: every sampled job.sh must equal it ("equal" below), and its time scaled to all kept
   variants.
@@ -125,6 +125,7 @@ def main() -> None:
             runs.setdefault("warm", []).append(bench_cli(REPO, a.variants, warm))
             for label, tree in trees[1:]:
                 runs.setdefault(label, []).append(bench_cli(tree, a.variants, work / f"base-{i}"))
+        os.environ["MOE_SWEEP_CACHE"] = str(warm)  # the in-process plan with the warm cache (and no ~/.cache)
         r = bench_in_process(a.variants, a.sample)
         now = r["make"] + r["write"] + r["print"]
         print(f"variants planned: {r['variants']} ({r['kept']} kept, job.sh each)")
@@ -135,7 +136,7 @@ def main() -> None:
             base, warm_s, cold_s = (statistics.median(w for w, _ in runs[k]) for k in (label, "warm", "cold"))
             print(f"  {label}, same run:    {_figures(runs[label])} -> {base / warm_s:.2f}x (warm), "
                   f"{base / cold_s:.2f}x (cold)")
-        print(f"in one process: make_plan {r['make']:.2f} s, write_plan (variant.json + job.sh + manifest) "
+        print(f"in one process, cache warm: make_plan {r['make']:.2f} s, write_plan (variant.json + job.sh + manifest) "
               f"{r['write']:.2f} s, print {r['print']:.2f} s -> {now:.2f} s")
         print(f"full NeMo-Run dry run: {r['full_per_variant'] * 1e3:.1f} ms per variant ({r['sampled']} sampled, "
               f"{r['same']} equal to the plan's job.sh) -> about {r['full_per_variant'] * r['kept']:.1f} s for "
