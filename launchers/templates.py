@@ -5,16 +5,17 @@ attempt, repeat, mode, hold, batch title and label, ...). Importing NeMo-Run for
 most of a 1,000-variant ``action=plan``. The text depends on the sweep folder only through its path, so it is kept
 with the sweep folder's path (and the planner's scratch layout's) replaced by tokens, under a key that holds every
 other input: the shape, the job environment (``cluster_env``: the profile's variables and which secret names this
-shell passes through; only a SHA-256 of it is kept, never a value), this interpreter, the working folder, the source
-of ``launchers/`` and ``contracts/``, and the installed files (``RECORD``) of NeMo-Run, torchx, Jinja2 and fiddle. A
-change to any of them is another key; nothing is ever served from an older input.
+shell passes through; only a SHA-256 of it is kept, never a value), this interpreter, the working folder, ``PATH``
+and ``CUDA_VISIBLE_DEVICES``, the source of ``launchers/`` and ``contracts/``, and the installed files (``RECORD``)
+of NeMo-Run, torchx, Jinja2 and fiddle. A change to any of them is another key.
 
 Only plain paths (``[A-Za-z0-9_./-]``, no ``/nemo_run`` in the sweep folder's own path) are cached: those are the
 paths NeMo-Run and ``shlex.quote`` leave as they are, so the token stands for exactly one text.
 
 Where: ``$MOE_SWEEP_CACHE`` (a folder; ``off`` disables the cache), else ``$XDG_CACHE_HOME/moe-overlap-sweep``,
 else ``~/.cache/moe-overlap-sweep``; files ``job-templates/<sha256>.sh``, about 2 KB each, one per shape. Removing
-the folder is always safe. A cache that cannot be read or written is skipped silently (the dry run runs instead).
+the folder is always safe. Nothing here raises: a cache that cannot be read or written is skipped (the dry run
+runs instead). Tests: tests/launchers/test_render_cache.py, tests/experiments/test_plan_fast.py.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ ROOT_TOKEN = "@@moe-sweep-root-Zq7@@"
 SCRATCH_TOKEN = "@@moe-sweep-scratch-Zq7@@"
 _PLAIN = re.compile(r"/[A-Za-z0-9_./-]*")
 _DEPENDENCIES = ("nemo_run", "torchx", "jinja2", "fiddle")  # what renders the sbatch text
+_ENVIRON = ("PATH", "CUDA_VISIBLE_DEVICES")  # read by the local executor's launcher (launchers/local.py)
 
 
 def cache_dir() -> Path | None:
@@ -83,7 +85,8 @@ class TemplateCache:
         self.root, self.scratch = str(root), str(scratch)
         self.path: Path | None = None
         if folder is not None and _plain(root) and _plain(scratch):
-            key = self._tokens(repr((FORMAT, _code_digest(), sys.executable, os.getcwd(), shape, env)))
+            local = [os.environ.get(name) for name in _ENVIRON]
+            key = self._tokens(repr((FORMAT, _code_digest(), sys.executable, os.getcwd(), local, shape, env)))
             self.path = folder / f"{hashlib.sha256(key.encode()).hexdigest()}.sh"
 
     def _tokens(self, text: str) -> str:

@@ -25,6 +25,7 @@ PLAIN = [
     ["action=status", "output_dir=./a.b/c-d_e", "poll_s=1", "hang_min_s=30.5", "repeats=3", "detach=true"],
     ["action=status", "sweep=full", "mode=null", "dry_run=False", "max_gpu_hours=12"],
     ["action=status", "block_seed=7", "control=TRUE", "repeats=auto", "pack=false", "sweep_id=latest"],
+    ["action=status", "poll_s=1", "poll_s=3", "sweep=full", "sweep=nightly"],  # the last word wins, as in Hydra
 ]
 
 
