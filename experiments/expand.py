@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from contracts.records import DEFAULT_ALLOW_ADJUST, Variant, variant_name
@@ -127,12 +129,24 @@ def load_preset(cfg: dict[str, Any]) -> SweepPreset:
     return build(SweepPreset, raw, "sweep")
 
 
+def _container_yaml(path: Path) -> dict[str, Any]:
+    """The plain data of a container profile's YAML file, read once per file and modification time (a sweep with
+    many groups names the same profile in each; issue 17: about 6 ms per read)."""
+    st = path.stat()
+    return _read_yaml(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_yaml(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(path))  # type: ignore[return-value]
+
+
 def load_container(cfg: dict[str, Any], cluster: ClusterConfig,
                    local_gpus: int = 0) -> tuple[ContainerProfile, list[str]]:
     """The container profile: ``container=`` if given, else the one the cluster profile names (CONTRACTS §8);
     ``auto`` names :func:`auto_container` of ``local_gpus``."""
-    from omegaconf import OmegaConf
-
     from experiments.compose import CONF_DIR, group_options
 
     warnings = []
@@ -147,8 +161,8 @@ def load_container(cfg: dict[str, Any], cluster: ClusterConfig,
     if cluster.container not in group_options("container"):
         raise ConfigError(f"cluster.container={cluster.container!r} names no container profile. "
                           f"Valid: {', '.join(group_options('container'))}")
-    data = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "container" / f"{cluster.container}.yaml"))
-    prof = build(ContainerProfile, data, "container")
+    prof = build(ContainerProfile, copy.deepcopy(_container_yaml(CONF_DIR / "container" / f"{cluster.container}.yaml")),
+                 "container")
     if cluster.executor == "slurm" and prof.image and not cluster.container_image:
         raise ConfigError(f"cluster {cluster.name} uses container profile {prof.name}, which runs in the image "
                           f"{prof.image}, but cluster.container_image is null: the job would run on bare metal "

@@ -51,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
+    action = _peek_action(argv)
+    if action in ("status", "collect", "cancel") or (action == "run" and _peek(argv, "sweep_id")):
+        from experiments.conductor.actions import run_action  # the planner is not imported (issue 17)
+
+        return run_action(action, argv)
     from experiments.plan import make_plan, write_plan
     from experiments.report_plan import print_plan
 
-    action = _peek_action(argv)
-    if action in ("status", "collect", "cancel") or (action == "run" and _peek(argv, "sweep_id")):
-        from experiments.conductor.actions import run_action
-
-        return run_action(action, argv)
     plan = make_plan(argv)
     if plan.settings.effective_action == "plan":
         out = write_plan(plan, argv)

@@ -10,6 +10,7 @@ any that would be are masked as ``***`` (CONTRACTS §10).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from launchers.envvars import JobEnv, cluster_env, mask_text
 from launchers.errors import LaunchConfigError
 from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
 from launchers.spec import RunSpec
+from launchers.templates import TemplateCache
 
 DEFAULT_TITLE = "sweep"
 
@@ -101,26 +103,38 @@ class JobScripts:
     name holds only ``[A-Za-z0-9_.-]`` (:func:`launchers.spec.check_task_name`), which ``shlex.quote`` and
     NeMo-Run leave as they are, and the name enters the script only as text (paths, job and task names); a
     template without the placeholder, or an item that is not a RunSpec, is rendered in full. About 51 ms per
-    NeMo-Run dry run, about 0.05 ms per substitution (benchmarks/plan.py).
+    NeMo-Run dry run, about 0.05 ms per substitution (benchmarks/plan.py). A template rendered once is kept on disk
+    (:mod:`launchers.templates`, keyed by every input), so a later plan of the same shape imports no NeMo-Run.
     tests/launchers/test_render_fast.py checks the equality against the full dry run, quoting cases included.
     """
 
     def __init__(self) -> None:
         self._templates: dict[str, str | None] = {}
 
-    def render(self, cluster: Any, item: Any, *, state_dir: str | Path, **kwargs: Any) -> str:
-        """The job script of ``item`` as :func:`render_job_script` renders it (same arguments and errors)."""
+    def render(self, cluster: Any, item: Any, *, state_dir: str | Path, before_full: Callable[[], object] | None = None,
+               **kwargs: Any) -> str:
+        """The job script of ``item`` as :func:`render_job_script` renders it (same arguments and errors).
+
+        ``before_full``: called before a run is rendered in full (no template for its shape, or not a RunSpec), the
+        one case that reads the item's variant file: the planner writes that file only then (issue 17)."""
         if not isinstance(item, RunSpec):
-            return render_job_script(cluster, item, state_dir=state_dir, **kwargs)
+            return self._full(cluster, item, state_dir, before_full, kwargs)
         key = repr((cluster, item.attempt, item.repeat, item.mode, item.hold_s, str(state_dir),
                     sorted(kwargs.items())))
         if key not in self._templates:
             self._templates[key] = self._template(cluster, item, state_dir, kwargs)
         template = self._templates[key]
         if template is None:
-            return render_job_script(cluster, item, state_dir=state_dir, **kwargs)
+            return self._full(cluster, item, state_dir, before_full, kwargs)
         secrets = (kwargs.get("env") or cluster_env(cluster)).secret_values()
         return mask_text(template.replace(_SENTINEL, item.variant), secrets)
+
+    @staticmethod
+    def _full(cluster: Any, item: Any, state_dir: str | Path, before: Callable[[], object] | None,
+              kwargs: dict[str, Any]) -> str:
+        if before is not None:
+            before()
+        return render_job_script(cluster, item, state_dir=state_dir, **kwargs)
 
     def _template(self, cluster: Any, item: RunSpec, state_dir: str | Path, kwargs: dict[str, Any]) -> str | None:
         """The placeholder's script, its variant file next to the real one's (``<sweep>/variants/<placeholder>/``,
@@ -129,16 +143,25 @@ class JobScripts:
         if variants.name != "variants" or not variants.is_dir():
             return None
         fake = variants / _SENTINEL / "variant.json"
+        placeholder = dataclasses.replace(item, variant=_SENTINEL, variant_json=fake)
+        cached = TemplateCache(Path(os.path.abspath(state_dir)).parent, variants.parent,
+                               (cluster, placeholder, str(state_dir), sorted(kwargs.items())),
+                               kwargs.get("env") or cluster_env(cluster))
+        text = cached.load()  # no NeMo-Run import when this shape was rendered before (issue 17)
+        if text is not None:
+            return text
         try:
             fake.parent.mkdir(exist_ok=True)
             fake.write_text("{}")
-            text = render_job_script(cluster, dataclasses.replace(item, variant=_SENTINEL, variant_json=fake),
-                                     state_dir=state_dir, **kwargs)
+            text = render_job_script(cluster, placeholder, state_dir=state_dir, **kwargs)
         except LaunchConfigError:
             return None  # each run is rendered in full, so that its error names the real variant
         finally:
             shutil.rmtree(fake.parent, ignore_errors=True)
-        return text if _SENTINEL in text else None
+        if _SENTINEL not in text:
+            return None
+        cached.store(text)
+        return text
 
     def close(self) -> None:
         """Forget the templates."""

@@ -11,6 +11,7 @@ and ``sbatch_<job name>_<jobid>.out`` (the batch script's trace, ending with "jo
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from contracts.jobs import JobState
 from contracts.slurm import manifest_status
 from contracts.statuses import ManifestStatus
 from launchers.errors import SchedulerError
-from launchers.shell import Shell, local_shell
+from launchers.shell import Result, Shell, local_shell
 
 LOST_GRACE_S = 120.0  # sacct may not know a job for a while after sbatch returns (slurmdbd lag)
 
@@ -39,28 +40,54 @@ def _int(text: str) -> int | None:
         return None
 
 
+def _both(shell: Shell, first: list[str], second: list[str]) -> tuple[Result, Result]:
+    """The results of two commands; on this machine (``local_shell``) they run at the same time, each about 50 ms
+    of waiting for slurmctld or slurmdbd (issue 17); through a tunnel one after the other."""
+    if shell is not local_shell:
+        return shell(first), shell(second)
+    box: list[Result | BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(shell(second))
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread below)
+            box.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        res = shell(first)
+    finally:
+        worker.join()
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return res, box[0]
+
+
 def query(job_ids: Sequence[str], shell: Shell = local_shell) -> dict[str, JobState]:
-    """The current :class:`JobState` of each known job id (unknown ids are absent). One squeue, one sacct call.
+    """The current :class:`JobState` of each known job id (unknown ids are absent). One squeue, one sacct call
+    (at the same time on this machine: :func:`_both`).
 
     Raises:
-        SchedulerError: squeue or sacct failed for another reason than unknown ids (e.g. slurmdbd down).
+        SchedulerError: squeue or sacct failed for another reason than unknown ids (e.g. slurmdbd down), or is
+            not on PATH; squeue's error is raised first.
     """
     ids = [str(j) for j in job_ids]
     if not ids:
         return {}
     out: dict[str, JobState] = {}
-    res = shell(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r|%M|%N"])
+    res, acct = _both(shell, ["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r|%M|%N"],
+                      ["sacct", "-X", "-n", "-P", "-j", ",".join(ids),
+                       "-o", "JobID,State,ExitCode,ElapsedRaw,NodeList,Reason"])
     if res.rc != 0 and "Invalid job id" not in res.err:
         raise SchedulerError(f"squeue failed: {res.err.strip()}")
     for line in res.out.splitlines():
         job, state, reason, _, nodes = (line.split("|") + [""] * 5)[:5]
         if job in ids:
             out[job] = JobState(manifest_status(state), job, state, nodes=nodes, reason=reason)
-    res = shell(["sacct", "-X", "-n", "-P", "-j", ",".join(ids),
-                 "-o", "JobID,State,ExitCode,ElapsedRaw,NodeList,Reason"])
-    if res.rc != 0:
-        raise SchedulerError(f"sacct failed (is slurmdbd up?): {res.err.strip()}")
-    for line in res.out.splitlines():
+    if acct.rc != 0:
+        raise SchedulerError(f"sacct failed (is slurmdbd up?): {acct.err.strip()}")
+    for line in acct.out.splitlines():
         job, state, code, elapsed, nodes, reason = (line.split("|") + [""] * 6)[:6]
         if job not in ids or (job in out and not manifest_status(state).final):
             continue  # the queue's view of a live job is fresher than the accounting record

@@ -8,55 +8,61 @@ Public API (names are stable; ``experiments.sweep action=collect`` calls them in
     write_trend_page(url, sweep_dir / "report" / "history.html")
 
 ``judge_night(url, night, preset=, model=, cluster=)`` judges any recorded night. See README "Nightly runs".
+
+Importing the package is light (records, errors and the plan-time check :func:`check_settings`): the database layer
+(SQLAlchemy), the judge (SciPy) and the ingest load on the first use of one of their names, so the planner's
+``history.*`` check imports neither (issue 17).
 """
 
-from importlib import import_module
+from __future__ import annotations
+
+import importlib
 from typing import Any
 
-# name -> the module that defines it; imported on first use (PEP 562), so that the planner's settings check
-# (analysis.history.settings) does not pay for SQLAlchemy's engine and scipy (issue 17)
-_WHERE = {
-    "DEFAULT_URL": "analysis.history.settings",
-    "HistoryConfig": "analysis.history.records",
-    "HistoryCorruptError": "analysis.history.errors",
-    "HistoryError": "analysis.history.errors",
-    "HistoryInputError": "analysis.history.errors",
-    "HistoryLockedError": "analysis.history.errors",
-    "HistorySchemaError": "analysis.history.errors",
+from analysis.history.errors import (
+    HistoryCorruptError,
+    HistoryError,
+    HistoryInputError,
+    HistoryLockedError,
+    HistorySchemaError,
+    HistoryStoreError,
+    exit_code_for,
+)
+from analysis.history.records import (
+    IMPROVEMENT,
+    MISSING_TONIGHT,
+    NEW_VARIANT,
+    REGRESSION,
+    VERDICTS,
+    WITHIN_NOISE,
+    HistoryConfig,
+    MetricJudgement,
+    NightInput,
+    NightReport,
+    RecordResult,
+    RunRecord,
+    Series,
+    SpeedupRecord,
+    SweepInfo,
+    VariantJudgement,
+)
+from analysis.history.settings import DEFAULT_URL, check_settings
+
+_LAZY = {  # name -> the module that defines it, imported on first use (PEP 562)
+    "judge_night": "analysis.history.api", "judge_sweep": "analysis.history.api",
+    "load_history": "analysis.history.api", "record_summary": "analysis.history.api",
+    "write_trend_page": "analysis.history.api", "load_summary": "analysis.history.ingest",
     "HistoryStore": "analysis.history.store",
-    "HistoryStoreError": "analysis.history.errors",
-    "IMPROVEMENT": "analysis.history.records",
-    "MISSING_TONIGHT": "analysis.history.records",
-    "MetricJudgement": "analysis.history.records",
-    "NEW_VARIANT": "analysis.history.records",
-    "NightInput": "analysis.history.records",
-    "NightReport": "analysis.history.records",
-    "REGRESSION": "analysis.history.records",
-    "RecordResult": "analysis.history.records",
-    "RunRecord": "analysis.history.records",
-    "Series": "analysis.history.records",
-    "SpeedupRecord": "analysis.history.records",
-    "SweepInfo": "analysis.history.records",
-    "VERDICTS": "analysis.history.records",
-    "VariantJudgement": "analysis.history.records",
-    "WITHIN_NOISE": "analysis.history.records",
-    "check_settings": "analysis.history.settings",
-    "exit_code_for": "analysis.history.errors",
-    "judge_night": "analysis.history.api",
-    "judge_sweep": "analysis.history.api",
-    "load_history": "analysis.history.api",
-    "load_summary": "analysis.history.ingest",
-    "record_summary": "analysis.history.api",
-    "write_trend_page": "analysis.history.api",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(import_module(_WHERE[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'analysis.history' has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_URL", "IMPROVEMENT", "MISSING_TONIGHT", "NEW_VARIANT", "REGRESSION", "VERDICTS", "WITHIN_NOISE",

@@ -28,7 +28,11 @@ from analysis.history.records import (
     RecordResult,
     Series,
 )
+from analysis.history.settings import DEFAULT_URL, check_settings
 from analysis.history.store import DEFAULT_TIMEOUT_S, HistoryStore
+
+__all__ = ["DEFAULT_URL", "check_settings", "judge_night", "judge_sweep", "load_history", "record_summary",
+           "write_trend_page"]
 
 
 def record_summary(url: str, summary: str | Path | dict[str, Any] | NightInput,

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, RowMapping, create_engine, delete, event, func, select, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 
 from analysis.history.errors import (
     HistoryCorruptError,
@@ -34,11 +34,44 @@ from analysis.history.errors import (
 from analysis.history.migrations import check_supported, current_version, migrate
 from analysis.history.records import NightInput, RecordResult, Series
 from analysis.history.schema import SCHEMA_VERSION, runs, speedups, steps, sweeps
-from analysis.history.settings import normalize_url
 
 DEFAULT_TIMEOUT_S = 30.0
 _PG_LOCK_KEY = 7_243_917_001  # one PostgreSQL advisory lock shared by all history writers
 _FUTURE_SLACK = timedelta(days=1)
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url``; ``postgresql://`` becomes ``postgresql+psycopg://``. Raises :class:`HistoryInputError`."""
+    try:
+        parsed = make_url(url)
+    except (sa_exc.ArgumentError, ValueError, TypeError):
+        raise HistoryInputError(f"history.url={str(url)!r} is not a SQLAlchemy URL; examples: "
+                                f"sqlite:///results/history.db, postgresql://user:pass@host:5432/db") from None
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def check_url(url: str | URL) -> URL:
+    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, and its driver is installed.
+
+    Raises:
+        HistoryInputError: names the URL (password hidden) and the supported forms.
+    """
+    parsed = normalize_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    forms = "sqlite:///results/history.db, postgresql+psycopg://user:pass@host:5432/db"
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise HistoryInputError(f"history.url={shown!r}: the database kind {parsed.get_backend_name()!r} is not "
+                                f"supported; use SQLite or PostgreSQL, e.g. {forms}")
+    try:
+        parsed.get_dialect().import_dbapi()
+    except (sa_exc.ArgumentError, sa_exc.NoSuchModuleError, ImportError) as e:
+        raise HistoryInputError(f"history.url={shown!r}: its driver cannot be loaded ({e}); the installed drivers "
+                                f"are sqlite and postgresql+psycopg, e.g. {forms}") from None
+    if parsed.get_backend_name() == "postgresql" and not parsed.host:
+        raise HistoryInputError(f"history.url={shown!r} names no host; e.g. {forms}")
+    return parsed
 
 
 def _utcnow() -> datetime:

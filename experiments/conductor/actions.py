@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,14 +48,20 @@ def run_action(action: str, argv: list[str]) -> int:
     with; everything else comes from the manifest. Every value is checked before anything is touched (exit 2).
     """
     from experiments.checks import check_history, check_settings, check_usage
-    from experiments.compose import compose_overrides
-    from experiments.plan import SweepSettings, analysis_options
+    from experiments.quick import quick_settings
 
-    cfg = compose_overrides(argv).base
-    settings = SweepSettings.from_cfg(cfg)
+    quick = quick_settings(argv) if action in ("status", "cancel") else None  # no Hydra compose (issue 17)
+    if quick is None:
+        from experiments.compose import compose_overrides
+        from experiments.settings import SweepSettings
+
+        cfg = compose_overrides(argv).base
+        settings = SweepSettings.from_cfg(cfg)
+        preset = str((cfg.get("sweep") or {}).get("name") or "")
+    else:
+        cfg, (settings, preset) = {}, quick
     check_usage(settings)
     check_settings(settings)
-    preset = str((cfg.get("sweep") or {}).get("name") or "")
     sd = SweepDir(find_sweep(settings, preset, submitted=action == "collect"))
     if action == "status":
         return show_status(sd)
@@ -66,9 +73,10 @@ def run_action(action: str, argv: list[str]) -> int:
     check_history({**(m.config.get("history") or {}), **history})
     analysis = {**(m.config.get("analysis") or {}),
                 **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in given(argv, "analysis")}}
-    options = analysis_options({"analysis": analysis}, settings.hang_min_s)
     from experiments.conductor.drive import drive
+    from experiments.plan import analysis_options
 
+    options = analysis_options({"analysis": analysis}, settings.hang_min_s)
     return drive(sd, settings, options, resume=True, collect_only=action == "collect", history=history)
 
 
@@ -148,7 +156,7 @@ def show_status(sd: SweepDir) -> int:
                 view.state = str(st.status)
                 if st.reason and st.status in (ManifestStatus.LOST, ManifestStatus.FAILED):
                     view.note = (view.note + " " + st.reason).strip()
-            logs = sorted(p for p in sd.logs(ref).glob("*") if p.is_file())
+            logs = _files(sd.logs(ref))
             if not logs and backend is not None:
                 with contextlib.suppress(SchedulerError, OSError):
                     logs = backend.log_files(ref)
@@ -158,19 +166,32 @@ def show_status(sd: SweepDir) -> int:
     return rc
 
 
+def _files(folder: Path) -> list[Path]:
+    """The files of ``folder``, sorted (none when it does not exist): one ``scandir``, about 5x faster than
+    ``Path.glob`` for the 100 log folders of a status (issue 17)."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(Path(e.path) for e in entries if e.is_file())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 def cancel_sweep(sd: SweepDir) -> int:
     """``action=cancel``: cancel every unfinished job of the sweep and mark it cancelled, in one manifest write."""
     from experiments.conductor.backends import make_backend
-    from experiments.conductor.drive import Round
 
     m = Manifest.load(sd)
     backend = make_backend(sd, m, strict=False)  # cancelling needs no secret values
-    rnd = Round()
     refs = m.refs({ManifestStatus.PLANNED, ManifestStatus.SUBMITTED, ManifestStatus.RUNNING})
     for ref in refs:
         backend.cancel(ref)
-        rnd.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
-    rnd.commit(sd)
+
+    def mark(latest: Manifest) -> None:  # one locked write, as a conductor's round (drive.Round, which imports the
+        for ref in refs:                 # analysis and SciPy: issue 17)
+            latest.attempt(ref).set(status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
+
+    if refs:
+        Manifest.update(sd, mark)
     print(f"cancelled {len(refs)} unfinished run(s) of sweep {m.sweep_id}")
     return ExitCode.OK
 
