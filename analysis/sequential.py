@@ -65,22 +65,11 @@ _N_PATHS = 200_000  # simulated null paths behind the boundaries
 _PATHS_SEED = 20261129
 
 
-class _LazyStats:
-    """scipy.stats on first use: the planner imports this module for K_MIN and METHOD (experiments/blocks.py),
-    and importing scipy.stats costs about 1 s (issue 17)."""
-
-    def __getattr__(self, name: str):
-        from scipy import stats
-
-        return getattr(stats, name)
-
-
-sps = _LazyStats()
-
-
 def obf_spending(t: float, level: float) -> float:
     """Lan-DeMets O'Brien-Fleming-type error spent on ONE side by information fraction ``t`` in [0, 1]:
     2 - 2 Phi(z_{1-level/2} / sqrt(t)), ``level`` the one-sided level (gsDesign's ``sfLDOF`` convention)."""
+    from scipy import stats as sps  # on first use: the planner imports this module for K_MIN, METHOD
+
     if t <= 0:
         return 0.0
     return float(2 - 2 * sps.norm.cdf(sps.norm.ppf(1 - level / 2) / math.sqrt(min(t, 1.0))))
@@ -89,6 +78,8 @@ def obf_spending(t: float, level: float) -> float:
 def futility_bounds(max_blocks: int, p_futility: float = P_FUTILITY, k_min: int = K_MIN) -> np.ndarray:
     """f_k per look k (index 0..max_blocks): the difference test closes when |T_k| < f_k; 0 (never) before
     ``k_min`` and at the final look. f_k = t^{-1}_{k-1}(1 - p_futility / 2), a fixed nominal p-value."""
+    from scipy import stats as sps  # on first use: the planner imports this module for K_MIN, METHOD
+
     f = np.zeros(max_blocks + 1)
     if p_futility > 0:
         for k in range(max(k_min, 2), max_blocks):
@@ -172,6 +163,8 @@ def fixed_states(log_ratios: np.ndarray, threshold: float = PRACTICAL_THRESHOLD,
                  confidence: float = 0.95) -> np.ndarray:
     """Fixed-design state per row of ``log_ratios`` (rows x blocks, every block present): FASTER / SLOWER when the
     ``confidence`` t interval excludes 0, EQUIVALENT when the TOST passes, else UNDECIDED. Needs >= 2 blocks."""
+    from scipy import stats as sps  # on first use: the planner imports this module for K_MIN, METHOD
+
     x = np.atleast_2d(np.asarray(log_ratios, dtype=np.float64))
     n = x.shape[1]
     if n < 2:
