@@ -168,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError, KeyError, TypeError) as e:
             say(f"[payload] error {errors.BAD_VARIANT_FILE} bad_runs_file: {more}: {e}")
             return errors.BAD_VARIANT_FILE
-        first = first or _validate(runs, cache)
+        code = _validate(runs, cache)  # always: a failed earlier run must not skip the runs handed over
+        first = first or code
         n += 1
     return first
 

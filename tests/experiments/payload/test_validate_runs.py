@@ -137,3 +137,16 @@ def test_runs_handed_over_before_the_idle_deadline_are_validated(tmp_path, capsy
     assert runs_main(argv) == 0
     capsys.readouterr()
     assert _exit_code(batch, refs[1], 1) == 0 and (batch.root / "closed").exists()
+
+
+def test_runs_handed_over_after_a_failed_run_are_still_validated(tmp_path, capsys):
+    # stage 1's run fails its check (delay_wgrad without overlap); the gated run handed over later must still run
+    batch, refs = _batch_of(tmp_path, [make_variant("alltoall", False, True), make_variant("alltoall", True, False)])
+    t, codes = _follow(batch, idle_s=60)
+    assert _exit_code(batch, refs[0]) != 0
+    assert batch.hand_over(refs[1:])
+    assert _exit_code(batch, refs[1]) == 0
+    batch.finish()
+    t.join(10)
+    capsys.readouterr()
+    assert not t.is_alive() and codes and codes[0] != 0
