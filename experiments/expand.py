@@ -11,7 +11,6 @@ import copy
 import dataclasses
 import functools
 import itertools
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,23 +61,17 @@ class Expansion:
 def detect_local_gpus() -> tuple[int, str | None]:
     """(usable local GPUs, ``gpu_type`` of the first) or (0, None) without a GPU.
 
-    The count is the launcher's own (:func:`launchers.local.detect_gpus`: ``nvidia-smi -L`` capped by
-    ``CUDA_VISIBLE_DEVICES``), so the plan's world size is what the local executor will start; the type comes from
-    the first GPU's name.
+    The list is the launcher's own (:func:`launchers.local.gpu_names`: one ``nvidia-smi --query-gpu=name`` per
+    process, capped by ``CUDA_VISIBLE_DEVICES``), so the plan's world size is what the local executor will start;
+    the type comes from the first GPU's name.
     """
-    from launchers.local import detect_gpus
+    from launchers.local import gpu_names
 
-    count = detect_gpus()
-    if count == 0:
+    names = gpu_names()
+    if not names:
         return 0, None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return count, None
-    names = [n.strip() for n in out.splitlines() if n.strip()]
-    gpu_type = next((t for frag, t in _GPU_NAMES if names and frag in names[0].upper()), None)
-    return count, gpu_type
+    gpu_type = next((t for frag, t in _GPU_NAMES if frag in names[0].upper()), None)
+    return len(names), gpu_type
 
 
 # cluster.container=auto (conf/cluster/local.yaml): the profile of the stack this machine runs

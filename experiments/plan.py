@@ -24,6 +24,7 @@ from contracts.manifest import PLAN_STATE, PLAN_WRITING, Manifest
 from contracts.records import SCHEMA_VERSION, Variant
 from contracts.secrets import mask_config, mask_env, mask_override
 from contracts.sweepdir import SweepDir
+from experiments import timeline
 from experiments.blocks import (
     CONTROL_SUFFIX,
     block_order,
@@ -140,11 +141,13 @@ def make_plan(overrides: list[str], now: dt.datetime | None = None) -> Plan:
         ConfigError: any bad input (exit code 2), including an invalid baseline or the GPU-hour guard.
     """
     composed = compose_overrides(overrides)
+    timeline.mark("composed")
     cfg = composed.base
     settings = SweepSettings.from_cfg(cfg)
     check_all(settings, cfg)  # every value a later stage reads is checked before anything is written
     analysis_options(cfg, settings.hang_min_s)
     exp = expand(composed, settings.preflight)
+    timeline.mark("expanded")  # the local GPU query (nvidia-smi) and the preflight included
     bad_groups = [v for v in exp.variants if v.role == "baseline" and v.status == "pruned"]
     if bad_groups:
         lines = "; ".join(f"{v.name}: {' | '.join(v.reasons)}" for v in bad_groups)

@@ -56,10 +56,12 @@ def _dispatch(argv: list[str]) -> int:
         from experiments.conductor.actions import run_action  # the planner is not imported (issue 17)
 
         return run_action(action, argv)
+    from experiments import timeline
     from experiments.plan import make_plan, write_plan
     from experiments.report_plan import print_plan
 
     plan = make_plan(argv)
+    timeline.mark("planned")
     if plan.settings.effective_action == "plan":
         out = write_plan(plan, argv)
         print_plan(plan, out)

@@ -21,6 +21,7 @@ from contracts.records import RunRef
 from contracts.sweepdir import SweepDir
 from launchers import cluster as cl
 from launchers.errors import SchedulerError
+from launchers.exitwatch import ExitWatch, children
 from launchers.procenv import environ
 from launchers.shell import Shell
 from launchers.spec import RunSpec
@@ -57,6 +58,14 @@ class Backend(Protocol):
 
     def script(self, ref: RunRef) -> str | None: ...
 
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep until the next poll, ``timeout_s`` s at most; True when a job may have ended sooner."""
+        ...
+
+    def finish(self) -> None:
+        """The sweep has launched everything: release what waits for more launches."""
+        ...
+
 
 def run_spec(sweep_dir: Path, ref: RunRef, mode: str, hold_s: float) -> RunSpec:
     """The launcher's RunSpec of one attempt (its task name is the run's :attr:`RunRef.task`)."""
@@ -89,6 +98,7 @@ class LocalBackend:
         self._shared_seen: dict[str, JobState] = {}
         self._shared_at: dict[str, float] = {}
         self._follow: ValidateBatch | None = None  # the validate process that takes later launches
+        self._watch = ExitWatch()  # pidfds of the running jobs' processes: wait() wakes when one exits
 
     def _home(self) -> Path:
         return self.sweep_dir / "nemo_run"
@@ -129,6 +139,7 @@ class LocalBackend:
         if self._follow is not None:
             self._follow.finish()
             self._follow = None
+        self._watch.close()
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
         """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""
@@ -148,9 +159,15 @@ class LocalBackend:
                                  enable_goodbye_message=False, skip_status_at_exit=True)
             exp.__enter__()  # kept open: leaving the block would wait for the job
             exp.add(task.script, executor=task.executor, name=task.name)
+            before = children()
             exp.run(detach=False)
+            self._watch.add(key, children() - before)  # the job's process, started by torchx's Popen here
         self._exps[key], self._tasks[key] = exp, task
         return JobHandle(key, batch.exp_id, job_dir=str(task.job_dir), script=self._scripts[key])
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s`` s between polls, less when a local job's process exits (True then)."""
+        return self._watch.wait(timeout_s)
 
     def adopt(self, handles: list[JobHandle]) -> None:
         """Local jobs die with the process that started them: a job of another process is reported ``lost``."""
@@ -193,6 +210,8 @@ class LocalBackend:
         app = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
         status = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled",
                   "RUNNING": "running", "PENDING": "submitted", "SUBMITTED": "submitted"}.get(app, "running")
+        if status in ("succeeded", "failed", "cancelled"):
+            self._watch.discard(key)
         return JobState(status, job_id=exp._id, state=app, exit_code=0 if status == "succeeded" else None)
 
     def cancel(self, ref: RunRef) -> None:
@@ -410,6 +429,14 @@ class SlurmBackend:
     def script(self, ref: RunRef) -> str | None:
         sub = self._subs.get(ref.task)
         return sub.script if sub is not None else None
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep ``timeout_s`` s: Slurm jobs are not this process's children; squeue/sacct tell their end."""
+        time.sleep(max(0.0, timeout_s))
+        return False
+
+    def finish(self) -> None:
+        """Nothing waits for more launches on Slurm."""
 
 
 def pack_label(stage: int, refs: list[RunRef]) -> str:

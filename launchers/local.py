@@ -10,6 +10,7 @@ shell (``'x y'`` arrives with its quotes), so paths given to a local run must be
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -31,19 +32,30 @@ RDZV_ID = 1  # fixed torchrun --rdzv-id (NeMo-Run picks a random one otherwise):
 
 
 def detect_gpus() -> int:
-    """Number of GPUs this process may use: ``nvidia-smi -L`` lines, capped by ``CUDA_VISIBLE_DEVICES``; 0 without."""
+    """Number of GPUs this process may use: :func:`gpu_names`' length; 0 without a GPU."""
+    return len(gpu_names())
+
+
+@functools.lru_cache(maxsize=4)
+def _smi_names(smi: str) -> tuple[str, ...]:
+    try:
+        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(n.strip() for n in out.stdout.splitlines() if n.strip()) if out.returncode == 0 else ()
+
+
+def gpu_names() -> list[str]:
+    """Names of the GPUs this process may use, in index order: one ``nvidia-smi --query-gpu=name`` line per GPU
+    (asked once per process: each call costs a driver query, 0.1-2 s on a GPU box), the first N of them when
+    ``CUDA_VISIBLE_DEVICES`` lists N devices; [] without nvidia-smi or a GPU."""
     smi = shutil.which("nvidia-smi")
-    count = 0
-    if smi:
-        try:
-            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=False).stdout
-            count = sum(1 for line in out.splitlines() if line.startswith("GPU "))
-        except (OSError, subprocess.TimeoutExpired):
-            count = 0
+    names = list(_smi_names(smi)) if smi else []
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        count = min(count, len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"]))
-    return count
+        names = names[: len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])]
+    return names
 
 
 def local_gpus(cluster: Any, gpus: int | None = None) -> int:

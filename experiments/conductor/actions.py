@@ -21,12 +21,14 @@ from experiments.conductor.progress import Display, RunView, read_tail, update_f
 
 def run_new(plan, argv: list[str]) -> int:
     """``action=run`` for a new sweep: write the plan, then submit, track, collect and analyse."""
+    from experiments import timeline
     from experiments.conductor.drive import drive
     from experiments.plan import analysis_options, write_plan
     from experiments.report_plan import print_plan
 
     options = analysis_options(plan.cfg, plan.settings.hang_min_s)
     sd = SweepDir(write_plan(plan, argv))
+    timeline.mark("written")
     print_plan(plan, sd.root)
     return drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"])
 

@@ -16,8 +16,13 @@ def analyse(sd: SweepDir, options: Options, quiet: bool = False) -> Summary:
     """Analyse the sweep folder and write its report (``report/``, each attempt's ``run.json``)."""
     summary = report_sweep(sd.root, options)
     if not quiet:
-        print_summary(summary, sd.report, show_exit_code=False)  # the sweep prints its final code once
+        show(summary, sd)
     return summary
+
+
+def show(summary: Summary, sd: SweepDir) -> None:
+    """Print the analysed sweep's table and where its report is (the sweep prints its final exit code once)."""
+    print_summary(summary, sd.report, show_exit_code=False)
 
 
 def record_history(sd: SweepDir, m: Manifest, hist: dict[str, Any]) -> int:

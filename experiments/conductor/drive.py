@@ -24,8 +24,9 @@ from contracts.manifest import Manifest, now_iso
 from contracts.records import RunRef
 from contracts.statuses import GOOD_OUTCOMES, RESUBMIT_STATUSES, ManifestStatus, Mode, Preflight
 from contracts.sweepdir import SweepDir
+from experiments import timeline
 from experiments.blocks import add_blocks, next_block, schedule_new_arms
-from experiments.conductor.analyse import analyse, record_history
+from experiments.conductor.analyse import analyse, record_history, show
 from experiments.conductor.backends import make_backend
 from experiments.conductor.collect import collect, secret_values, write_script
 from experiments.conductor.gates import open_gates
@@ -81,7 +82,7 @@ class Sweep:
 
     def close(self) -> None:
         """Stop the live display and end the launcher's waiting validate process (local validate mode)."""
-        getattr(self.backend, "finish", lambda: None)()
+        getattr(self.backend, "finish", lambda: None)()  # scripted backends of the tests may not have it
         self.display.close(list(self.views.values()))
 
 
@@ -99,6 +100,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
 
     ``history``: command-line history settings that override the manifest's (``history.url=``, ...).
     """
+    timeline.mark("drive")
     try:
         sw = open_sweep(sd, settings, options, cluster)
     except ConfigError:
@@ -121,16 +123,19 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             track(sw, pending, detach)
             if detach:
                 sw.close()
+                _record_timeline(sd, "run")
                 print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
                       f"action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
                 return ExitCode.OK
         else:
             reattach(sw)
-        gate_rounds = 0
+        gate_rounds, final = 0, None
         while gate_rounds < MAX_GATE_ROUNDS:
             collect_all(sw)
-            what = next_step(sd, analyse(sd, options, quiet=True), settings)
+            summary = analyse(sd, options, quiet=True)
+            what = next_step(sd, summary, settings)
             if what is None:
+                final = summary  # nothing ran or changed since: this analysis (and its report) is the final one
                 break
             gate_rounds += what == "gate"
             track(sw, runs_to_submit(sd, new_only=True), detach)
@@ -139,7 +144,8 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
                 print(f"{'gate opened' if what == 'gate' else 'adaptive: next block'}: queued. Finish with: "
                       f"python -m experiments.sweep action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
                 return ExitCode.OK
-        collect_all(sw)
+        if final is None:
+            collect_all(sw)
     except KeyboardInterrupt:
         interrupt(sw)  # first, so that the final table shows the cancelled runs as cancelled
         sw.close()
@@ -154,7 +160,9 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
         return ExitCode.INFRA
     sw.close()
     try:
-        summary = analyse(sd, options)
+        summary = final if final is not None else analyse(sd, options, quiet=True)
+        timeline.mark("analysed")
+        show(summary, sd)
     except OSError as e:
         _disk_error(sd, m.sweep_id, e)
         return ExitCode.INFRA
@@ -165,7 +173,16 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
               "night is never a good night", file=sys.stderr)
     elif hist.get("enabled"):
         rc = combine(rc, record_history(sd, Manifest.load(sd), hist))
+    _record_timeline(sd, "collect" if collect_only else "run")
     return int(rc)
+
+
+def _record_timeline(sd: SweepDir, action: str) -> None:
+    """Write this command's phase marks to ``conductor.json`` and print where the conductor's own time went."""
+    try:
+        print(timeline.describe(timeline.record(sd.root, action)), file=sys.stderr)
+    except OSError as e:  # timings only: a full disk here loses no result
+        print(f"warning: conductor.json not written: {e}", file=sys.stderr)
 
 
 def _disk_error(sd: SweepDir, sweep_id: str, e: OSError) -> None:
@@ -281,7 +298,13 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
 
                 preload(plots=sw.mode == Mode.TRAIN)
                 sw.preloaded = True
-            time.sleep(max(0.0, wait - (time.monotonic() - t0)))
+            # a local job's exit wakes the wait at once (launchers/exitwatch.py): no poll interval after a run
+            _wait(sw, max(0.0, wait - (time.monotonic() - t0)))
+
+
+def _wait(sw: Sweep, timeout_s: float) -> None:
+    wait = getattr(sw.backend, "wait", None)  # scripted backends of the tests may not have it
+    (wait or time.sleep)(timeout_s)
 
 
 def poll_interval(sw: Sweep, polls: int) -> float:
@@ -304,6 +327,7 @@ def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunR
     for r in batch:
         rnd.set(r, submitting=now_iso())
     rnd.commit(sw.sd)
+    timeline.mark("launching")  # the first launch: NeMo-Run's import (once) and the executor follow
     try:
         launched = sw.backend.launch(batch, sw.mode, stage)
         fault("after_submit")
@@ -317,6 +341,8 @@ def _launch(sw: Sweep, rnd: Round, batch: list[RunRef], stage: int) -> list[RunR
             rnd.commit(sw.sd)
             raise SubmitError(str(e)) from e
         return []
+    for r in batch:
+        timeline.launched(r.task)
     for r in batch:
         h = launched[r.task]
         rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), submitting=None, **h.record())
@@ -343,6 +369,7 @@ def _advance(sw: Sweep, rnd: Round, ref: RunRef, st: Any, time_limit: int | None
     final = view.state if view.state in ("timeout", "cancelled") and not st.final else str(st.status)
     if view.state == "timeout":
         final = "timeout"
+    timeline.ended(ref.task)
     rnd.set(ref, status=final, exit_code=st.exit_code, **_scheduler_state(st))
     view.state = final
     if st.reason and final in ("lost", "failed"):
@@ -416,6 +443,7 @@ def reattach(sw: Sweep) -> None:
             update_from_log(view, read_tail(sw.backend.log_files(ref)))
             view.state = str(st.status)
             if st.final:
+                timeline.ended(ref.task)
                 rnd.set(ref, status=st.status, exit_code=st.exit_code, **_scheduler_state(st))
                 rnd.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
                 refs.remove(ref)

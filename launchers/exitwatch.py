@@ -1,0 +1,89 @@
+"""Wake the conductor the moment a local job's process exits, instead of at its next poll (issue 16).
+
+NeMo-Run's ``LocalExecutor`` starts a job as a child process of the conductor (torchx's local scheduler calls
+``subprocess.Popen`` in this process). :func:`children` lists this process's children before and after a launch;
+the new ones are the job's. :class:`ExitWatch` holds a Linux pidfd (``os.pidfd_open``, Linux >= 5.3) for each and
+:meth:`ExitWatch.wait` sleeps in ``select`` until one becomes readable (the process exited; it need not be reaped)
+or the timeout passes. A fixed poll interval added up to ``poll_s`` (2 s by default) to every local run's wall;
+with the watch, the exit is seen within milliseconds and the state is then asked of NeMo-Run as before (it stays
+the one source of the job's state: this module only decides *when* to ask).
+
+Without pidfds (not Linux, or the process was reaped already) :meth:`ExitWatch.wait` simply sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+from pathlib import Path
+
+
+def children(pid: int | None = None) -> set[int]:
+    """PIDs of the live children of ``pid`` (default this process), from every thread's
+    ``/proc/<pid>/task/<tid>/children`` (Linux >= 3.5); an empty set where /proc has no such file."""
+    root = Path(f"/proc/{pid or os.getpid()}/task")
+    out: set[int] = set()
+    try:
+        tasks = list(root.iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out.update(int(p) for p in (task / "children").read_text().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+class ExitWatch:
+    """pidfds of the processes of running local jobs, by job key; :meth:`wait` returns early when one exits."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, list[int]] = {}
+        self._seen: set[int] = set()  # pidfds already reported exited (their job was polled since)
+
+    def add(self, key: str, pids: set[int]) -> int:
+        """Watch ``pids`` (the processes a launch started) under ``key``; returns how many could be watched."""
+        fds = []
+        for pid in sorted(pids):
+            try:
+                fds.append(os.pidfd_open(pid))
+            except (AttributeError, OSError):  # no pidfd support, or the process is gone already
+                continue
+        if fds:
+            self.discard(key)
+            self._fds[key] = fds
+        return len(fds)
+
+    def discard(self, key: str) -> None:
+        """Stop watching ``key`` (its job is final); closes its pidfds."""
+        for fd in self._fds.pop(key, []):
+            self._seen.discard(fd)  # the number can be reused by a later pidfd
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s`` seconds, less when a watched process exits; True when one has exited.
+
+        Each exit is reported once: the caller then polls the job and discards its key once the job is final, and
+        until then an exited process does not wake the wait again (no busy loop while NeMo-Run catches up)."""
+        fds = [fd for fds in self._fds.values() for fd in fds]
+        if not fds:
+            time.sleep(max(0.0, timeout_s))
+            return False
+        live = [fd for fd in fds if fd not in self._seen]
+        t0 = time.monotonic()
+        ready, _, _ = select.select(live, [], [], max(0.0, timeout_s)) if live else ([], [], [])
+        if not ready:
+            time.sleep(max(0.0, timeout_s - (time.monotonic() - t0)))
+            return False
+        self._seen.update(ready)
+        return True
+
+    def close(self) -> None:
+        """Close every pidfd."""
+        for key in list(self._fds):
+            self.discard(key)

@@ -1,0 +1,72 @@
+"""drive(): the analysis that finds nothing more to run is the final one (its report is not written twice), and
+the command's phase marks land in conductor.json (issue 16). A scripted backend; the analysis is the real one."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from analysis.options import Options
+from contracts.jobs import JobHandle, JobState
+from contracts.sweepdir import SweepDir
+from experiments.conductor import analyse as analyse_mod
+from experiments.conductor import drive as drive_mod
+from experiments.plan import make_plan, write_plan
+
+
+@dataclass
+class DoneBackend:
+    """Every job ends (failed, exit 1) at its first poll."""
+
+    max_concurrent: int | None = None
+    enforce_time_limit: bool = False
+
+    def launch(self, refs, mode, stage):
+        return {r.task: JobHandle(r.task, "7") for r in refs}
+
+    def poll(self, refs):
+        return {r.task: JobState("failed", job_id="7", exit_code=1) for r in refs}
+
+    def cancel(self, ref):
+        pass
+
+    def log_files(self, ref):
+        return []
+
+    def payload_out(self, ref):
+        return SweepDir(self.root).nemo_run / "none"
+
+    def script(self, ref):
+        return "#!/bin/bash\n"
+
+
+@dataclass(frozen=True)
+class Settings:
+    hang_min_s: float = 600
+    hang_action: str = "cancel"
+    poll_s: float = 0.05
+    detach: bool = False
+    max_gpu_hours: float = 1000
+
+
+def test_one_analysis_at_the_end_and_a_conductor_record(tmp_path, monkeypatch, capsys):
+    plan = make_plan(["action=plan", f"output_dir={tmp_path / 's'}", "sweep=full", "dispatcher=alltoall",
+                      "overlap=off", "delay_wgrad=off", "mode=train"])
+    root = write_plan(plan, [], render=False)
+    backend = DoneBackend()
+    backend.root = root
+    monkeypatch.setattr(drive_mod, "make_backend", lambda sd, m, cluster=None: backend)
+    calls = []
+    real = analyse_mod.report_sweep
+    monkeypatch.setattr(analyse_mod, "report_sweep", lambda *a, **k: calls.append(a) or real(*a, **k))
+    rc = drive_mod.drive(SweepDir(root), Settings(), Options(), resume=False)
+    assert rc == 3  # the run failed
+    assert len(calls) == 1, "the report was written more than once"
+    assert (SweepDir(root).report / "summary.json").exists()
+    err = capsys.readouterr().err
+    assert "conductor:" in err and "1 run(s)" in err
+    doc = json.loads((root / "conductor.json").read_text())
+    (session,) = doc["sessions"]
+    assert session["action"] == "run" and session["runs"] == 1
+    assert 0 <= session["pre_launch_s"] <= session["wall_s"]
+    assert {"drive", "launching", "analysed"} <= set(session["marks"])
