@@ -19,7 +19,7 @@ now() { date +%s.%N; }
 record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" >> "$R/timing.tsv"; }
 secs() { python3 -c "print(f'{$2-$1:.1f}')"; }
 BENCH=(cluster=local model=moe_bench_h200 sweep=full dispatcher=alltoall overlap=off delay_wgrad=off
-       payload.train_iters=20 poll_s=0.5)
+       payload.train_iters=20)
 
 brief() {  # one line per run of a sweep folder: status, step ms, TFLOP/s/GPU, breakdown
   python3 - "$1" <<'EOF'

@@ -11,6 +11,8 @@
 #                                                #   baseline + a2a.ovl0.dw0.ctl, repeats=auto up to 3 blocks
 #   bash scripts/gpu/h200_runs.sh ab             # issue 15: A/B at EP=1: alltoall against allgather,
 #                                                #   3 interleaved blocks (6 runs of ~75 s fit one 600 s call)
+#   bash scripts/gpu/h200_runs.sh ab_bench       # issue 15: the same A/B on moe_bench_h200 (4 layers, compute-bound),
+#                                                #   repeats=auto up to 3 blocks
 #   bash scripts/gpu/h200_runs.sh pack           # $R (results/gpu) -> $OUT/results_gpu.tgz
 # Every step goes on when an earlier one fails (each records its exit code in $R/timing.tsv).
 set -u
@@ -55,6 +57,13 @@ for phase in "$@"; do
     run_sweep ab_dispatcher model=qwen3_moe_1b cluster.gpus_per_node=1 sweep=full dispatcher=alltoall,allgather \
       overlap=off delay_wgrad=off repeats=3 block_seed=15 payload.train_iters=15
     ;;
+  ab_bench)
+    # issue 15, second try: the compute-bound benchmark model (0.5% spread between runs, issue 16) at EP=1, 4 layers,
+    # alltoall against allgather, repeats=auto up to 3 blocks (at most 6 runs of ~75 s: one 600 s call)
+    run_sweep ab_bench model=moe_bench_h200 model.num_layers=4 cluster.gpus_per_node=1 sweep=full \
+      dispatcher=alltoall,allgather overlap=off delay_wgrad=off repeats=auto max_blocks=3 block_seed=16 \
+      payload.train_iters=15
+    ;;
   overhead)
     shift_done=1
     ;;
@@ -77,7 +86,7 @@ for phase in "$@"; do
       echo "direct $k rc=$rc"; tail -3 "$d/direct_$k.log"
     fi
     ;;
-  *) echo "unknown phase $phase (train, ep2, aa, ab, overhead K..., pack)"; exit 2 ;;
+  *) echo "unknown phase $phase (train, ep2, aa, ab, ab_bench, overhead K..., pack)"; exit 2 ;;
   esac
 done
 : "${shift_done:=0}"

@@ -43,9 +43,18 @@ def mean_window(times: dict[int, float], first: int, last: int, interval: int) -
 
 
 def conductor_phases(sweep_dir: Path, t0: float, t1: float) -> tuple[float | None, float | None]:
-    """(pre-launch s, post-job s) of a one-run sweep folder whose command ran from ``t0`` to ``t1`` (epoch s)."""
+    """(pre-launch s, post-job s) of a one-run sweep folder whose command ran from ``t0`` to ``t1`` (epoch s).
+
+    From the conductor's own record (``conductor.json``, experiments/timeline.py: process start to the launcher's
+    return, and the run seen final to the record) when the sweep wrote one; else, for folders of older revisions,
+    from the experiment label's launch time and the attempt's ``finished`` time (1 s resolution)."""
     from datetime import datetime
 
+    try:
+        (session,) = json.loads((sweep_dir / "conductor.json").read_text())["sessions"][-1:]
+        return session["pre_launch_s"], session["post_job_s"] + max(0.0, t1 - session["end"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     try:
         m = json.loads((sweep_dir / "manifest.json").read_text())
         (a,) = [a for v in m["variants"] for a in v["attempts"]]
