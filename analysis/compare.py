@@ -208,6 +208,10 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
                                            [r.step_time.median for r in usable_v])
     if len(pairs) < 2:
         verdict = verdict_of(speedup)
+    if verdict == "equivalent" and not speedup.ci_low <= 1.0 <= speedup.ci_high:
+        side = "faster" if speedup.ci_low > 1.0 else "slower"
+        notes.append(f"measurably {side} ({speedup.value - 1:+.1%} [{speedup.ci_low - 1:+.1%}, {speedup.ci_high - 1:+.1%}]) "
+                     f"but within the practical threshold: equivalent")
     parity = loss_parity(usable_b, usable_v, tolerance)
     if parity.ok is None:
         notes.append("loss parity unknown: no common steady iteration with lm loss on both sides")

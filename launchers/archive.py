@@ -19,9 +19,11 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_run.core.packaging.git import GitArchivePackager
-
 from launchers.errors import LaunchConfigError
+from launchers.nemorun_import import import_nemo_run
+
+import_nemo_run()  # first, so that NeMo-Run is imported without torch and the Lepton SDK
+from nemo_run.core.packaging.git import GitArchivePackager  # noqa: E402
 
 
 @functools.lru_cache(maxsize=8)
