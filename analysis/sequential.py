@@ -55,13 +55,16 @@ import numpy as np
 
 ALPHA = 0.05
 K_MIN = 2  # the first look: after block 2 (one degree of freedom; the boundaries are exact for it)
-P_FUTILITY = 0.25  # the difference test closes when the two-sided p-value of T_k is above this (binding)
+# the difference test closes after look k when the two-sided p-value of T_k is above P_FUTILITY[k - K_MIN] (the last
+# entry for every later look; binding).
+P_FUTILITY: tuple[float, ...] = (0.45, 0.25, 0.15)
+SPENDING = "power2"  # efficacy: Kim-DeMets power family alpha_s(t) = a_s t^2 ("obf": O'Brien-Fleming-type)
 PRACTICAL_THRESHOLD = 0.02
 UNDECIDED, FASTER, SLOWER, EQUIVALENT, STOPPED = 0, 1, 2, 3, 4
 STATE_NAMES = {UNDECIDED: "undecided", FASTER: "faster", SLOWER: "slower", EQUIVALENT: "equivalent",
                STOPPED: "stopped"}
-METHOD = "group_sequential_t_obf_binding_futility"
-_N_PATHS = 200_000  # simulated null paths behind the boundaries
+METHOD = "group_sequential_t_power2_binding_futility"
+_N_PATHS = 400_000  # simulated null paths behind the boundaries (Monte Carlo error of the level about 0.0003)
 _PATHS_SEED = 20261129
 
 
@@ -75,15 +78,38 @@ def obf_spending(t: float, level: float) -> float:
     return float(2 - 2 * sps.norm.cdf(sps.norm.ppf(1 - level / 2) / math.sqrt(min(t, 1.0))))
 
 
-def futility_bounds(max_blocks: int, p_futility: float = P_FUTILITY, k_min: int = K_MIN) -> np.ndarray:
+def power_spending(t: float, level: float, rho: float = 2.0) -> float:
+    """Kim-DeMets power-family error spent on ONE side by information fraction ``t`` in [0, 1]: level x t^rho
+    (Kim & DeMets 1987, Biometrika 74:149-154; Jennison & Turnbull 2000, section 7.3; gsDesign's ``sfPower``)."""
+    return 0.0 if t <= 0 else float(level * min(t, 1.0) ** rho)
+
+
+def spending(name: str, t: float, level: float) -> float:
+    """The spending function ``name``: ``obf`` (:func:`obf_spending`) or ``power<rho>`` (:func:`power_spending`).
+    Raises ValueError for another name."""
+    if name == "obf":
+        return obf_spending(t, level)
+    if name.startswith("power"):
+        try:
+            return power_spending(t, level, float(name[5:]))
+        except ValueError:
+            pass
+    raise ValueError(f"spending={name!r}: valid are 'obf' and 'power<rho>' (e.g. 'power2')")
+
+
+def futility_bounds(max_blocks: int, p_futility: float | tuple[float, ...] = P_FUTILITY,
+                    k_min: int = K_MIN) -> np.ndarray:
     """f_k per look k (index 0..max_blocks): the difference test closes when |T_k| < f_k; 0 (never) before
-    ``k_min`` and at the final look. f_k = t^{-1}_{k-1}(1 - p_futility / 2), a fixed nominal p-value."""
+    ``k_min`` and at the final look. f_k = t^{-1}_{k-1}(1 - p_k / 2), a fixed nominal p-value per look: p_k is
+    ``p_futility[k - k_min]`` (its last entry for the later looks; a float: the same at every look)."""
     from scipy import stats as sps  # on first use: the planner imports this module for K_MIN, METHOD
 
+    ps = (p_futility,) if isinstance(p_futility, (int, float)) else tuple(p_futility)
     f = np.zeros(max_blocks + 1)
-    if p_futility > 0:
-        for k in range(max(k_min, 2), max_blocks):
-            f[k] = float(sps.t.isf(p_futility / 2, k - 1))
+    for k in range(max(k_min, 2), max_blocks):
+        p = ps[min(k - k_min, len(ps) - 1)]
+        if p > 0:
+            f[k] = float(sps.t.isf(p / 2, k - 1))
     return f
 
 
@@ -116,31 +142,35 @@ def _spend(stat: np.ndarray, spent: list[float], k_min: int, fut: np.ndarray | N
 
 
 @lru_cache(maxsize=64)
-def boundaries(max_blocks: int, alpha: float = ALPHA, k_min: int = K_MIN, p_futility: float = P_FUTILITY,
-               known_variance: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def boundaries(max_blocks: int, alpha: float = ALPHA, k_min: int = K_MIN,
+               p_futility: float | tuple[float, ...] = P_FUTILITY, known_variance: bool = False,
+               spend: str = "obf") -> tuple[np.ndarray, np.ndarray]:
     """(two-sided efficacy, one-sided equivalence) critical values per look k (index 0..max_blocks; inf before
     ``k_min``, and inf where a look spends less than one simulated path).
 
     Two-sided: |T_k| >= e_k crosses; the paths that cross, or fall into the futility region |T_k| < f_k
-    (:func:`futility_bounds`; binding), stop, and e_k is the value that the paths still running exceed with
-    probability 2 (alpha_s(t_k) - alpha_s(t_{k-1})) (:func:`obf_spending` at alpha / 2). One-sided (each test of the
-    TOST): T_k with the spending alpha_s(t) at alpha and no futility. Monte Carlo error of the level about 0.0005.
+    (:func:`futility_bounds`; binding; none with ``known_variance``), stop, and e_k is the value that the paths still
+    running exceed with probability 2 (alpha_s(t_k) - alpha_s(t_{k-1})), alpha_s the spending function ``spend``
+    (:func:`spending`) at alpha / 2. One-sided (each test of the TOST): T_k with the O'Brien-Fleming-type spending
+    at alpha and no futility. Monte Carlo error of the level about 0.0003 (_N_PATHS paths).
 
-    Raises ValueError for max_blocks < k_min, k_min < 1, alpha outside (0, 1) or p_futility outside [0, 1).
+    Raises ValueError for max_blocks < k_min, k_min < 1, alpha outside (0, 1), a p_futility outside [0, 1) or an
+    unknown ``spend``.
     """
-    if k_min < 1 or max_blocks < k_min or not 0 < alpha < 1 or not 0 <= p_futility < 1:
+    ps = (p_futility,) if isinstance(p_futility, (int, float)) else tuple(p_futility)
+    if k_min < 1 or max_blocks < k_min or not 0 < alpha < 1 or not ps or not all(0 <= p < 1 for p in ps):
         raise ValueError(f"max_blocks={max_blocks} must be >= k_min={k_min} >= 1, alpha={alpha} in (0, 1) and "
                          f"p_futility={p_futility} in [0, 1)")
-    t = _null_paths(max_blocks, known_variance)
-    fut = futility_bounds(max_blocks, p_futility, k_min) if not known_variance else None
-    two = [0.0 if j < k_min else 2 * obf_spending(j / max_blocks, alpha / 2) for j in range(max_blocks + 1)]
+    two = [0.0 if j < k_min else 2 * spending(spend, j / max_blocks, alpha / 2) for j in range(max_blocks + 1)]
     one = [0.0 if j < k_min else obf_spending(j / max_blocks, alpha) for j in range(max_blocks + 1)]
+    t = _null_paths(max_blocks, known_variance)
+    fut = futility_bounds(max_blocks, ps, k_min) if not known_variance else None
     return _spend(np.abs(t), two, k_min, fut), _spend(t, one, k_min, None)
 
 
 def t_boundaries(max_blocks: int, alpha: float = ALPHA, k_min: int = K_MIN) -> tuple[np.ndarray, np.ndarray]:
-    """The sweep's boundaries: :func:`boundaries` with P_FUTILITY and an unknown variance."""
-    return boundaries(max_blocks, alpha, k_min, P_FUTILITY)
+    """The sweep's boundaries: :func:`boundaries` with P_FUTILITY, SPENDING and an unknown variance."""
+    return boundaries(max_blocks, alpha, k_min, P_FUTILITY, spend=SPENDING)
 
 
 def _moments(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
