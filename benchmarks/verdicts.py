@@ -235,27 +235,26 @@ def plot(path: Path, by_drift: dict[float, dict], res: dict[str, dict]) -> None:
     FigureCanvasAgg(fig)
     ax, cx, bx = fig.subplots(1, 3)
     drifts = list(by_drift)
-    for name, style in (("sequential", "o-"), ("fixed", "s-"), ("adaptive", "^-")):
-        ax.plot(drifts, [100 * r[name]["fp"] for r in by_drift.values()], style, label=labels[name])
+
+    def drift_axis(axis, key: str, designs: tuple[tuple[str, str], ...], ylabel: str, title: str) -> None:
+        for name, style in designs:
+            axis.plot(drifts, [100 * r[name][key] for r in by_drift.values()], style, label=labels[name])
+        axis.set_xscale("log")
+        axis.set_xlabel("machine drift, % spread over 7 runs (random walk)")
+        axis.set_ylabel(ylabel)
+        axis.set_title(title, fontsize=10)
+        axis.legend(fontsize=8)
+        axis.grid(alpha=0.3)
+
+    drift_axis(ax, "fp", (("sequential", "o-"), ("fixed", "s-"), ("adaptive", "^-")), "A/A false positives, %",
+               "Same variant twice: called faster or slower")
     ax.axhline(5, color="grey", ls="--", lw=1)
-    ax.set_xscale("log")
-    ax.set_xlabel("machine drift, % spread over 7 runs (random walk)")
-    ax.set_ylabel("A/A false positives, %")
-    ax.set_title("Same variant twice: called faster or slower", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    for name, style in (("fixed", "s-"), ("adaptive", "^-")):
-        cx.plot(drifts, [100 * r[name]["p5"] for r in by_drift.values()], style, label=labels[name])
+    drift_axis(cx, "p5", (("fixed", "s-"), ("adaptive", "^-")), "5% speedup called faster, %",
+               "Power at 5% (labels: adaptive GPU-hours / fixed)")
     for d, r in by_drift.items():
         cx.annotate(f"{r['adaptive']['hours_per_arm'] / r['fixed']['hours_per_arm']:.2f}",
                     (d, 100 * r["adaptive"]["p5"]), textcoords="offset points", xytext=(0, -13), ha="center",
                     fontsize=8)
-    cx.set_xscale("log")
-    cx.set_xlabel("machine drift, % spread over 7 runs (random walk)")
-    cx.set_ylabel("5% speedup called faster, %")
-    cx.set_title("Power at 5% (labels: adaptive GPU-hours / fixed)", fontsize=10)
-    cx.legend(fontsize=8)
-    cx.grid(alpha=0.3)
     width = 0.38
     for j, name in enumerate(("fixed", "adaptive")):
         r = res[name]
