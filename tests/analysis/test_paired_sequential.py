@@ -15,12 +15,14 @@ from analysis.sequential import (
     FASTER,
     P_FUTILITY,
     SLOWER,
+    SPENDING,
     STOPPED,
     UNDECIDED,
     boundaries,
     fixed_verdict,
     futility_bounds,
     obf_spending,
+    power_spending,
     sequential_states,
     sequential_verdict,
     t_boundaries,
@@ -60,17 +62,40 @@ def test_lan_demets_obf_boundaries_match_the_published_table():
     assert list(z[3:]) == pytest.approx([2.680, 2.290, 2.031], abs=0.02)
 
 
+def test_power_family_boundaries_match_exact_normal_integration():
+    """Known variance, 3 equal looks, Kim-DeMets power family rho = 2 at 2.5% per side: the simulated boundaries
+    spend exactly 2 x 0.025 x (k/3)^2 by look k, computed here by integrating the normal increments (scipy)."""
+    assert power_spending(0.5, 0.025) == pytest.approx(0.025 / 4) and power_spending(1.0, 0.025) == 0.025
+    z, _ = boundaries(3, k_min=1, known_variance=True, spend="power2")
+    assert 2 * sps.norm.sf(z[1]) == pytest.approx(2 * 0.025 / 9, rel=0.03)
+    # P(|Z_1| < c_1, |Z_2| < c_2), corr(Z_1, Z_2) = sqrt(1/2): inclusion-exclusion over the bivariate cdf
+    mvn = sps.multivariate_normal(mean=[0, 0], cov=[[1, math.sqrt(0.5)], [math.sqrt(0.5), 1]])
+    c1, c2 = z[1], z[2]
+    inside = (mvn.cdf([c1, c2]) - mvn.cdf([-c1, c2]) - mvn.cdf([c1, -c2]) + mvn.cdf([-c1, -c2]))
+    assert 1 - inside == pytest.approx(2 * 0.025 * 4 / 9, rel=0.02)
+    with pytest.raises(ValueError, match="power<rho>"):
+        boundaries(3, spend="pocock")
+
+
 def test_t_boundaries_look_from_block_2_with_a_binding_futility_wedge():
     two, one = t_boundaries(6)
+    assert two.tolist() == boundaries(6, spend=SPENDING)[0].tolist()
     fut = futility_bounds(6)
     assert math.isinf(two[1]) and np.isfinite(two[2]) and two[2] > two[3] > two[4] > two[5] > two[6]
-    assert fut[2] == pytest.approx(sps.t.isf(P_FUTILITY / 2, 1)) and fut[6] == 0
+    # one nominal p-value per look, the last one for every later look; none at the final look
+    expect = [sps.t.isf(P_FUTILITY[min(k - 2, len(P_FUTILITY) - 1)] / 2, k - 1) for k in range(2, 6)]
+    assert list(fut[2:6]) == pytest.approx(expect) and fut[6] == 0 and fut[1] == 0
+    assert list(futility_bounds(6, 0.25)[2:6]) == pytest.approx([sps.t.isf(0.125, k - 1) for k in range(2, 6)])
     assert all(fut[k] < two[k] for k in range(2, 7))
-    # binding futility gives its alpha back to the later looks: the last boundary is below the fixed 6-block t test
-    assert two[6] < sps.t.isf(0.025, 5) < two[5]
+    # binding futility gives its alpha back to the later looks: no boundary is above the one without futility,
+    # the last ones are below it
+    no_futility, _ = boundaries(6, p_futility=0.0, spend=SPENDING)
+    assert all(two[k] <= no_futility[k] for k in range(2, 7)) and two[5] < no_futility[5] and two[6] < no_futility[6]
     assert np.isfinite(one[2]) and one[2] > one[6] > sps.t.isf(0.05, 5)  # TOST: no futility, spends 5% per test
     with pytest.raises(ValueError, match="max_blocks"):
         boundaries(1)
+    with pytest.raises(ValueError, match="p_futility"):
+        boundaries(6, p_futility=(0.5, 1.2))
 
 
 def test_sequential_design_keeps_the_false_positive_rate_at_5_percent_over_all_looks():
@@ -147,4 +172,4 @@ def test_adaptive_design_reaches_the_comparison_through_the_manifest_design():
     base = _blocks("b", [500, 520, 510], role="baseline")
     arm = _blocks("v", [500 / 1.3, 520 / 1.3, 510 / 1.3], seed=50)
     (c,) = compare_all([*base, *arm], design=Design.from_manifest({"repeats": "auto", "max_blocks": 6}))
-    assert c.verdict == "faster" and c.sequential["state"] == "faster" and c.sequential["look"] == 3
+    assert c.verdict == "faster" and c.sequential["state"] == "faster" and c.sequential["look"] == 2
