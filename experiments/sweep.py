@@ -60,6 +60,7 @@ def _dispatch(argv: list[str]) -> int:
     from experiments.plan import make_plan, write_plan
     from experiments.report_plan import print_plan
 
+    timeline.reset()
     plan = make_plan(argv)
     timeline.mark("planned")
     if plan.settings.effective_action == "plan":

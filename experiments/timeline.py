@@ -1,5 +1,8 @@
 """Where the conductor's own wall time goes: phase marks of one command, recorded in ``<sweep>/conductor.json``.
 
+One command per process is the CLI's case; a process that runs several (an API user, the tests) calls
+:func:`reset` before each, and :func:`record` resets after writing.
+
 The figures of issue 16 ("the sweep's fixed wall overhead per run is at most 5 s") come from here rather than from
 "sweep wall minus direct wall", which a torchrun job's own start-up (45-65 s on the H200, varying by 20 s between
 runs) drowns. Times are epoch seconds; every derived figure is in seconds:
@@ -47,6 +50,12 @@ def process_start() -> float:
 _START = process_start()
 _marks: dict[str, float] = {}
 _runs: dict[str, dict[str, float]] = {}
+
+
+def reset() -> None:
+    """Forget the marks and runs so far (a new command in this process; :func:`record` also calls it)."""
+    _marks.clear()
+    _runs.clear()
 
 
 def mark(name: str) -> None:
@@ -112,6 +121,7 @@ def record(sweep_root: Path, action: str) -> dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         sessions = []
     write_json(path, {"schema_version": SCHEMA_VERSION, "sessions": [*sessions, session]})
+    reset()  # a later command of this process (an API user, a test) starts afresh
     return session
 
 

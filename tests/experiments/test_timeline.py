@@ -28,9 +28,12 @@ def test_derive_without_runs_and_with_a_run_still_in_flight():
 
 def test_record_appends_sessions_and_replaces_an_unreadable_file(tmp_path):
     (tmp_path / timeline.FILE).write_text("{not json")
+    timeline.reset()  # other tests of this process drove sweeps
     timeline.launched("r1")
     timeline.ended("r1")
     first = timeline.record(tmp_path, "run")
+    timeline.launched("r1")
+    timeline.ended("r1")
     second = timeline.record(tmp_path, "collect")
     doc = json.loads((tmp_path / timeline.FILE).read_text())
     assert doc["schema_version"] == timeline.SCHEMA_VERSION
@@ -43,3 +46,12 @@ def test_process_start_is_before_now_and_this_process_is_young():
     start = timeline.process_start()
     assert start <= time.time()
     assert time.time() - start < 24 * 3600  # a test process started today
+
+
+def test_record_starts_the_next_command_afresh(tmp_path):
+    timeline.reset()
+    timeline.mark("planned")
+    timeline.launched("a")
+    timeline.record(tmp_path, "run")
+    later = timeline.record(tmp_path, "collect")
+    assert later["runs"] == 0 and later["marks"] == {} and later["jobs"] == {}

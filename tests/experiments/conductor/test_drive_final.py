@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from analysis.options import Options
 from contracts.jobs import JobHandle, JobState
 from contracts.sweepdir import SweepDir
+from experiments import timeline
 from experiments.conductor import analyse as analyse_mod
 from experiments.conductor import drive as drive_mod
 from experiments.plan import make_plan, write_plan
@@ -50,6 +51,7 @@ class Settings:
 
 
 def test_one_analysis_at_the_end_and_a_conductor_record(tmp_path, monkeypatch, capsys):
+    timeline.reset()  # other tests of this process drove sweeps
     plan = make_plan(["action=plan", f"output_dir={tmp_path / 's'}", "sweep=full", "dispatcher=alltoall",
                       "overlap=off", "delay_wgrad=off", "mode=train"])
     root = write_plan(plan, [], render=False)
