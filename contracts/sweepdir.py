@@ -42,6 +42,11 @@ class SweepDir:
         return self.root / (MANIFEST + ".lock")
 
     @property
+    def conductor_json(self) -> Path:
+        """Where the conductor's own time went, one session per command (experiments/timeline.py, §3)."""
+        return self.root / "conductor.json"
+
+    @property
     def nemo_run(self) -> Path:
         return self.root / "nemo_run"
 

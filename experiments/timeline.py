@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from contracts.atomic import write_json
+from contracts.sweepdir import SweepDir
 
 SCHEMA_VERSION = 1
-FILE = "conductor.json"
+FILE = "conductor.json"  # SweepDir.conductor_json's name
 
 
 def process_start() -> float:
@@ -114,7 +115,7 @@ def record(sweep_root: Path, action: str) -> dict[str, Any]:
         "jobs": {k: {p: round(t - _START, 3) for p, t in v.items()} for k, v in _runs.items()},
         **derive(_START, end, list(_runs.values())),
     }
-    path = Path(sweep_root) / FILE
+    path = SweepDir(Path(sweep_root)).conductor_json
     try:
         doc = json.loads(path.read_text())
         sessions = list(doc["sessions"]) if doc.get("schema_version") == SCHEMA_VERSION else []
