@@ -23,6 +23,7 @@ the command's wall minus the time some run was in flight (what the conductor add
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -32,7 +33,6 @@ from contracts.atomic import write_json
 from contracts.sweepdir import SweepDir
 
 SCHEMA_VERSION = 1
-FILE = "conductor.json"  # SweepDir.conductor_json's name
 
 
 def process_start() -> float:
@@ -106,8 +106,6 @@ def record(sweep_root: Path, action: str) -> dict[str, Any]:
     """Append this command's marks to ``<sweep_root>/conductor.json`` (one atomic rewrite; earlier commands of a
     resumed sweep are kept) and return the new session record. An unreadable old file is replaced by a fresh one
     (it holds timings only, never results)."""
-    import json
-
     end = time.time()
     session = {
         "action": action, "pid": os.getpid(), "start": round(_START, 3), "end": round(end, 3),

@@ -70,18 +70,13 @@ class ExitWatch:
 
         Each exit is reported once: the caller then polls the job and discards its key once the job is final, and
         until then an exited process does not wake the wait again (no busy loop while NeMo-Run catches up)."""
-        fds = [fd for fds in self._fds.values() for fd in fds]
-        if not fds:
+        live = [fd for fds in self._fds.values() for fd in fds if fd not in self._seen]
+        if not live:
             time.sleep(max(0.0, timeout_s))
             return False
-        live = [fd for fd in fds if fd not in self._seen]
-        t0 = time.monotonic()
-        ready, _, _ = select.select(live, [], [], max(0.0, timeout_s)) if live else ([], [], [])
-        if not ready:
-            time.sleep(max(0.0, timeout_s - (time.monotonic() - t0)))
-            return False
+        ready, _, _ = select.select(live, [], [], max(0.0, timeout_s))
         self._seen.update(ready)
-        return True
+        return bool(ready)
 
     def close(self) -> None:
         """Close every pidfd."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from contracts.sweepdir import SweepDir
 from experiments import timeline
 
 
@@ -27,7 +28,7 @@ def test_derive_without_runs_and_with_a_run_still_in_flight():
 
 
 def test_record_appends_sessions_and_replaces_an_unreadable_file(tmp_path):
-    (tmp_path / timeline.FILE).write_text("{not json")
+    SweepDir(tmp_path).conductor_json.write_text("{not json")
     timeline.reset()  # other tests of this process drove sweeps
     timeline.launched("r1")
     timeline.ended("r1")
@@ -35,7 +36,7 @@ def test_record_appends_sessions_and_replaces_an_unreadable_file(tmp_path):
     timeline.launched("r1")
     timeline.ended("r1")
     second = timeline.record(tmp_path, "collect")
-    doc = json.loads((tmp_path / timeline.FILE).read_text())
+    doc = json.loads(SweepDir(tmp_path).conductor_json.read_text())
     assert doc["schema_version"] == timeline.SCHEMA_VERSION
     assert [s["action"] for s in doc["sessions"]] == ["run", "collect"]
     assert first["runs"] == 1 and second["jobs"]["r1"]["launched"] <= second["jobs"]["r1"]["ended"]
