@@ -90,7 +90,7 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time
 def _parse_once(path: Path, root: Path) -> dict:
     """One parse of ``path`` in a fresh process with the ``analysis`` package of ``root``, then ``grep -c``."""
     out = subprocess.run([sys.executable, "-c", CHILD, str(path)], cwd=root, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(root)}, check=True)
+                         env=child_env(root), check=True)
     result = json.loads(out.stdout)
     t0 = time.perf_counter()
     grep = subprocess.run(["grep", "-c", "iteration", str(path)], capture_output=True, text=True)
@@ -118,10 +118,23 @@ def measure(path: Path, repeats: int, roots: list[Path]) -> list[dict]:
     return [_median(r) for r in runs]
 
 
+def child_env(tree: Path, **extra: str) -> dict[str, str]:
+    """The environment of a benchmarked process of ``tree``: its folder first on ``PYTHONPATH``, ahead of what
+    the caller's ``PYTHONPATH`` holds (a site folder of the libraries, as on the lent GPU), and bytecode written
+    as Python does by default (a shell with ``PYTHONDONTWRITEBYTECODE`` would compile every module of ``tree``
+    in every run, which no user's second run does)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**env, **extra}
+
+
 def baseline_tree(rev: str, folder: Path, *paths: str) -> Path:
     """``paths`` of git revision ``rev`` (default the ``analysis`` package; none given with ``folder`` alone: use
-    ``"."`` for the whole tree) extracted under ``folder``; raises CalledProcessError with git's message for an
-    unknown revision. Shared by the benchmarks' ``--against``."""
+    ``"."`` for the whole tree) extracted under ``folder``; ``rev`` may instead name a folder that holds such a
+    tree, used as it is. Raises CalledProcessError with git's message for an unknown revision. Shared by the
+    benchmarks' ``--against``."""
+    if Path(rev).is_dir():  # a tree extracted before (a machine without this repository's .git, the lent GPU)
+        return Path(rev).resolve()
     archive = subprocess.run(["git", "archive", rev, *(paths or ("analysis",))], cwd=REPO, capture_output=True,
                              check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)

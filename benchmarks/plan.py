@@ -35,15 +35,20 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def baseline_tree(rev: str, folder: Path, *paths: str) -> Path:
-    """benchmarks/parse.py's ``baseline_tree`` (loaded from its file: benchmarks/analysis.py would shadow the
-    ``analysis`` package this benchmark imports, were benchmarks/ on sys.path)."""
+def _bench_module():
+    """benchmarks/parse.py, loaded from its file (benchmarks/analysis.py would shadow the ``analysis`` package this
+    benchmark imports, were benchmarks/ on sys.path)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("parse_bench", REPO / "benchmarks" / "parse.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.baseline_tree(rev, folder, *paths)
+    return module
+
+
+def baseline_tree(rev: str, folder: Path, *paths: str) -> Path:
+    """benchmarks/parse.py's ``baseline_tree``."""
+    return _bench_module().baseline_tree(rev, folder, *paths)
 
 
 def overrides(n_variants: int, out: Path) -> list[str]:
@@ -60,7 +65,7 @@ def _children_cpu() -> float:
 def bench_cli(tree: Path, n_variants: int, cache: Path) -> tuple[float, float]:
     """(wall s, CPU s) of one plan command of ``tree`` with the template cache folder ``cache``."""
     with tempfile.TemporaryDirectory() as d:
-        env = {**os.environ, "PYTHONPATH": str(tree), "MOE_SWEEP_CACHE": str(cache)}
+        env = _bench_module().child_env(tree, MOE_SWEEP_CACHE=str(cache))
         cpu0, t0 = _children_cpu(), time.perf_counter()
         subprocess.run([sys.executable, "-m", "experiments.sweep", *overrides(n_variants, Path(d) / "s")], cwd=tree,
                        check=True, capture_output=True, env=env)

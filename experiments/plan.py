@@ -323,7 +323,10 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
 
     files: list[tuple[Path, str]] = []
     scratch = Path(tempfile.mkdtemp(prefix="moe-plan-")).resolve()
-    scripts = JobScripts()  # one NeMo-Run dry run per shape, the same text (issue 17)
+    from launchers import render_server
+
+    # one NeMo-Run dry run per shape, the same text, in the child that imported NeMo-Run meanwhile (issue 17)
+    scripts = JobScripts(render_server.current())
     try:
         tmp = SweepDir(scratch)
         tmp.variants.mkdir()  # where the template's placeholder variant sits while it renders

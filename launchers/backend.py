@@ -20,6 +20,7 @@ from contracts.jobs import JobHandle, JobState
 from contracts.records import RunRef
 from contracts.sweepdir import SweepDir
 from launchers import cluster as cl
+from launchers import preload
 from launchers.errors import SchedulerError
 from launchers.exitwatch import ExitWatch, children
 from launchers.procenv import environ
@@ -121,7 +122,7 @@ class LocalBackend:
             handle = JobHandle(key, self._shared_seen[key].job_id or "", script=self._scripts[key])
         else:
             key = f"validate-s{stage}-{time.time_ns()}"
-            batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs)
+            batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs, preload.take())
             handle = self.submit_item(key, batch.command(), f"s{stage}", 0)
             self._batch_key[id(batch)] = key
             self._shared_seen[key] = JobState("running", job_id=handle.job_id, state="RUNNING")
@@ -140,6 +141,7 @@ class LocalBackend:
             self._follow.finish()
             self._follow = None
         self._watch.close()
+        preload.stop()
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
         """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""

@@ -36,6 +36,20 @@ def children(pid: int | None = None) -> set[int]:
     return out
 
 
+def running(pids: set[int]) -> set[int]:
+    """The processes of ``pids`` that have not exited: neither gone nor a zombie (exited, not yet reaped), from
+    ``/proc/<pid>/stat``."""
+    out = set()
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2:][:1] not in ("Z", "X"):
+            out.add(pid)
+    return out
+
+
 class ExitWatch:
     """pidfds of the processes of running local jobs, by job key; :meth:`wait` returns early when one exits."""
 

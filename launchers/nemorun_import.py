@@ -13,6 +13,12 @@ NeMo-Run 0.11.1's ``import nemo_run`` imports:
   ``leptonai`` and its submodules are empty stand-in modules whose every name is :class:`LeptonUnavailable`;
   ``nemo_run.LeptonExecutor`` exists but cannot be built in this process.
 
+``networkx``, which NeMo-Run imports at module level but uses only inside ``Experiment.run`` (the job graph), is
+loaded lazily (:data:`LAZY`, :class:`importlib.util.LazyLoader`): a real module whose code runs on its first
+attribute access, so nothing changes for a caller, and an ``action=plan`` never loads it (0.1-0.2 s of the
+1.0-1.1 s import here; issue 17). ``requests`` and ``graphviz`` were tried too: other modules of the import use
+them at once, so they are not listed.
+
 Both stand-ins leave ``sys.modules`` afterwards, so a later ``import torch`` or ``import leptonai`` gets the real
 package. When the import fails with the stand-ins in place (a NeMo-Run release that uses leptonai at import time),
 every partly imported ``nemo_run``/``leptonai`` module is dropped and NeMo-Run is imported plainly.
@@ -28,6 +34,7 @@ import types
 from types import ModuleType
 
 STAND_IN = "leptonai"  # the package stood in for during the import of NeMo-Run
+LAZY = ("networkx",)  # loaded on first use when first imported by NeMo-Run's import
 
 
 class LeptonUnavailable:
@@ -65,6 +72,19 @@ class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__path__ = []  # type: ignore[attr-defined]  # a package, so that submodule imports resolve here
 
 
+class _LazyFinder(importlib.abc.MetaPathFinder):
+    """The real module spec of a :data:`LAZY` package, with its loader wrapped in ``LazyLoader``."""
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in LAZY:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)  # type: ignore[arg-type]
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+
 def _drop(prefixes: tuple[str, ...]) -> None:
     for name in [n for n in sys.modules if n.split(".", 1)[0] in prefixes]:
         del sys.modules[name]
@@ -77,10 +97,12 @@ def import_nemo_run() -> ModuleType:
     block_torch = "torch" not in sys.modules
     stand_in = STAND_IN not in sys.modules
     finder = _StandInFinder()
+    lazy = _LazyFinder()
     if block_torch:
         sys.modules["torch"] = None  # type: ignore[assignment]
     if stand_in:
         sys.meta_path.insert(0, finder)
+    sys.meta_path.insert(0, lazy)
     try:
         import nemo_run
     except Exception:  # noqa: BLE001 - a release that needs the real packages at import time: import it plainly
@@ -93,6 +115,7 @@ def import_nemo_run() -> ModuleType:
             block_torch = False
         import nemo_run
     finally:
+        sys.meta_path.remove(lazy)
         if stand_in:
             sys.meta_path.remove(finder)
             _drop((STAND_IN,))  # nemo_run's modules keep their references; a later import gets the real package

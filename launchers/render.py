@@ -108,8 +108,10 @@ class JobScripts:
     tests/launchers/test_render_fast.py checks the equality against the full dry run, quoting cases included.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, server: Any = None) -> None:
         self._templates: dict[str, str | None] = {}
+        # a launchers.render_server.RenderServer: the template's dry run runs there, NeMo-Run imported already
+        self._server = server
 
     def render(self, cluster: Any, item: Any, *, state_dir: str | Path, before_full: Callable[[], object] | None = None,
                **kwargs: Any) -> str:
@@ -153,7 +155,8 @@ class JobScripts:
         try:
             fake.parent.mkdir(exist_ok=True)
             fake.write_text("{}")
-            text = render_job_script(cluster, placeholder, state_dir=state_dir, **kwargs)
+            render = self._server.render_job_script if self._server is not None else render_job_script
+            text = render(cluster, placeholder, state_dir=state_dir, **kwargs)
         except LaunchConfigError:
             return None  # each run is rendered in full, so that its error names the real variant
         finally:

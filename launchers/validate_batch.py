@@ -35,11 +35,12 @@ class ValidateBatch:
     """The folders and the command of one validate batch rooted at ``root`` for ``refs`` of the sweep folder
     ``sweep_dir``."""
 
-    def __init__(self, root: Path, sweep_dir: Path, refs: list[RunRef]) -> None:
+    def __init__(self, root: Path, sweep_dir: Path, refs: list[RunRef], preload: str | None = None) -> None:
         self.root = Path(root)
         self.sweep = SweepDir(Path(sweep_dir))
         self.refs = list(refs)
         self.handed = 0  # more-<n>.json files written
+        self.preload = preload  # the socket of a validate fork server (launchers.preload), told to the process
 
     def folder(self, ref: RunRef) -> Path:
         return self.root / ref.task
@@ -60,7 +61,10 @@ class ValidateBatch:
     def command(self) -> JobCommand:
         """Write ``runs.json`` and return the job that validates every run of it, then follows (module docstring)."""
         path = self.root / "runs.json"
-        write_json(path, self._entries(self.refs))
+        doc: dict[str, object] = dict(self._entries(self.refs))
+        if self.preload:
+            doc["preload"] = self.preload
+        write_json(path, doc)
         return JobCommand(name="validate", argv=(sys.executable, "-m", RUNNER, str(path), "--follow",
                                                  str(FOLLOW_IDLE_S)))
 

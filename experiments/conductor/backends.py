@@ -61,6 +61,20 @@ def handles(m: Manifest) -> list[JobHandle]:
     return out
 
 
+def preload_validate(plan: Any) -> bool:
+    """Keep or start the validate fork server (:mod:`launchers.preload`) when ``plan`` (an
+    ``experiments.plan.Plan``) is to be run as a local sweep in validate mode without a hold (else stop one), the case :func:`make_backend` validates in one batch; True when
+    one runs. Its imports then overlap the plan's writing and NeMo-Run's import (issue 17)."""
+    from launchers import preload
+
+    profile = ClusterConfig.from_json(job_cluster(plan.cfg["cluster"], False))
+    hold = float((plan.cfg.get("payload") or {}).get("hold_s") or 0)
+    if not profile.is_local or plan.mode != "validate" or hold:
+        preload.stop()  # one started on a guess (experiments.sweep) is not needed
+        return False
+    return preload.start() is not None
+
+
 def make_backend(sd: SweepDir, m: Manifest, cluster: dict[str, Any] | None = None, strict: bool = True) -> Backend:
     """The backend for the sweep's cluster profile (local or Slurm), told of every job the manifest records.
 

@@ -53,3 +53,18 @@ def test_lepton_stand_in_cannot_be_built():
     out = _py("from launchers.nemorun_import import LeptonUnavailable\n"
               "try:\n    LeptonUnavailable()\nexcept RuntimeError as e:\n    print('Lepton executor' in str(e))\n")
     assert out == "True"
+
+
+def test_networkx_loads_on_first_use_and_then_works():
+    out = _py(
+        "import sys, importlib.util\n"
+        "from launchers.nemorun_import import import_nemo_run, LAZY\n"
+        "run = import_nemo_run()\n"
+        "print(' '.join(type(sys.modules[n]).__name__ for n in LAZY))\n"
+        "e = sys.modules['nemo_run.run.experiment']\n"
+        "g = e.nx.DiGraph(); g.add_edge('a', 'b')\n"
+        "print(list(e.nx.topological_sort(g)), type(sys.modules['networkx']).__name__)\n"
+    )
+    lines = out.splitlines()
+    assert lines[0] == "_LazyModule"  # none of its code ran during the import
+    assert lines[1] == "['a', 'b'] module"  # the real package, loaded where NeMo-Run first uses it
