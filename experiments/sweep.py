@@ -116,8 +116,11 @@ def exit_now(rc: int) -> None:
     import atexit
     import os
 
+    from launchers import preload, render_server
     from launchers.exitwatch import ExitWatch, children, running
 
+    preload.stop()  # helpers that no job uses (a sweep refused before its launch) end now, not after the wait
+    render_server.stop()
     watch = ExitWatch()
     watch.add("children", running(children()))
     deadline = time.monotonic() + EXIT_WAIT_S
