@@ -21,20 +21,25 @@ OVERRIDES = ["action=plan", "sweep=full", "cluster=h100_slurm", "model=qwen3_30b
 HEAVY = ("nemo_run", "scipy", "sqlalchemy", "matplotlib", "torch")
 
 
-def _plan(out: Path) -> list[str]:
+def _plan(out: Path, cache: Path | None = None) -> list[str]:
     code = ("import sys, json; from experiments.sweep import main; rc = main(sys.argv[1:]); "
             f"print(json.dumps([rc, [m for m in {HEAVY!r} if m in sys.modules]]))")
+    env = {**os.environ, "PYTHONPATH": str(REPO), **({"MOE_SWEEP_CACHE": str(cache)} if cache else {})}
     res = subprocess.run([sys.executable, "-c", code, *OVERRIDES, f"output_dir={out}"], cwd=REPO, check=True,
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                         capture_output=True, text=True, env=env)
     rc, imported = json.loads(res.stdout.strip().splitlines()[-1])
     assert rc == 0, res.stderr
     return imported
 
 
 def test_a_cached_plan_writes_the_dry_run_scripts_without_nemo_run(tmp_path: Path) -> None:
-    first, second = tmp_path / "one" / "s", tmp_path / "two" / "results" / "s"
-    assert _plan(first) == ["nemo_run"]  # the first plan renders its one template by a NeMo-Run dry run
-    assert _plan(second) == []  # the second finds it on disk
+    first, second, cache = tmp_path / "one" / "s", tmp_path / "two" / "results" / "s", tmp_path / "cache"
+    # the first plan renders its one template by a NeMo-Run dry run, in the child that imported NeMo-Run while the
+    # plan was composed (launchers.render_server), so the planning process itself imports none
+    assert _plan(first, cache) == []
+    assert len(list((cache / "job-templates").glob("*.sh"))) == 1
+    assert _plan(second, cache) == []  # the second finds it on disk
+    assert len(list((cache / "job-templates").glob("*.sh"))) == 1
     scripts = sorted((second / "variants").glob("*/job.sh"))
     assert len(scripts) > 10
     for path in scripts:
