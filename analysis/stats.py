@@ -25,11 +25,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis.options import N_BOOT, SEED
-from analysis.parse import IterationSeries
+
+if TYPE_CHECKING:  # a type only: statistics of parsed series need not import the parser (pyarrow, RE2)
+    from analysis.parse import IterationSeries
 
 MIN_STEADY = 5
 
