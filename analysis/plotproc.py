@@ -99,7 +99,7 @@ def _draw(summary: Summary) -> dict[str, bytes]:
     from analysis.plots import PLOTS, all_plots
 
     first = [n for n in PLOTS if n not in SECOND]
-    if not can_fork():
+    if not can_fork() or all(r.series is None for r in summary.runs):  # no curves: nothing to share out
         return all_plots(summary)
     r, w = os.pipe()
     pid = _fork()
@@ -182,7 +182,7 @@ class PlotWorker:
             try:
                 _send(self._to, for_plots(summary))
                 kind, value = _receive(self._from)
-            except (OSError, EOFError, pickle.PickleError, ValueError, TypeError) as exc:
+            except Exception as exc:  # the transport or the worker failed (an unpicklable value, a dead worker)
                 kind, value = "lost", f"{type(exc).__name__}: {exc}"
                 self.close()
             if kind == "ok":
