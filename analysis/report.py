@@ -62,8 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = Options(warmup=args.warmup, tolerance=args.tolerance, n_boot=args.bootstrap,
                           hang_min_s=args.hang_min_s)
         # the plots' worker imports matplotlib on the other core while this process imports the parser and parses;
-        # numpy, which both need, is imported once, before the fork
-        import numpy  # noqa: F401
+        # numpy and the result types, which both need, are imported once, before the fork
+        import analysis.results  # noqa: F401
 
         worker = PlotWorker.start()
         from analysis.api import analyze_files, analyze_sweep, is_sweep_folder
