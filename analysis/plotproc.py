@@ -145,8 +145,9 @@ class PlotWorker:
 
     ``start()`` returns None where a fork is not safe or not useful (see the module doc); ``plots(summary)``
     returns ``{file name: PNG bytes}`` as ``analysis.plots.all_plots`` does, falling back to drawing here;
-    ``close()`` ends the worker (also as a context manager). Times: the fork about 1-5 ms; the plots of a 100 MB
-    log about 0.3 s on two cores instead of 0.6 s on one, plus 0.5 s of imports overlapped with the parse.
+    ``close()`` ends the worker (also as a context manager). Times (100 MB log, this 2-core machine): the fork
+    1-5 ms; matplotlib's import, 0.5 s, beside the parse; the plots about 0.35 s on two idle cores instead of
+    0.45-0.55 s in one process (the second process costs 0.05-0.1 CPU-seconds: its first-use set-up, copied pages).
     """
 
     def __init__(self, pid: int, inbox: int, outbox: int) -> None:
