@@ -20,10 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.options import Options, UsageError
-from analysis.plotproc import PlotWorker
+from analysis.plotproc import PlotWorker, collector_paused
 from contracts.exits import ExitCode, combine
 
 __all__ = ["main"]
+
+_OWN_PROCESS = False  # True when run as ``python -m analysis.report`` (not a caller's main()): gc.freeze is safe
 
 
 class _ArgError(Exception):
@@ -63,10 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                           hang_min_s=args.hang_min_s)
         # the plots' worker imports matplotlib on the other core while this process imports the parser and parses;
         # numpy and the result types, which both need, are imported once, before the fork
-        import analysis.results  # noqa: F401
+        with collector_paused(freeze=_OWN_PROCESS):
+            import analysis.results  # noqa: F401
 
-        worker = PlotWorker.start()
-        from analysis.api import analyze_files, analyze_sweep, is_sweep_folder
+            worker = PlotWorker.start()
+            from analysis.api import analyze_files, analyze_sweep, is_sweep_folder
 
         sweeps = [p for p in paths if is_sweep_folder(p)]
         if sweeps and len(sweeps) != len(paths):
@@ -102,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    _OWN_PROCESS = True
     code = main()
     # Every output file is written and closed by now (atomically). Skip the interpreter's teardown, which frees
     # the parsed columns and some 300 modules one by one (about 0.09 s on this machine; issue 17).

@@ -114,3 +114,26 @@ def test_the_workers_payload_needs_no_parser(summary, tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout.split()
     assert out == [str(len(summary.runs[0].series)), "False", "False"]
+
+
+def test_collector_paused_restores_the_collector():
+    import gc
+
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    with plotproc.collector_paused(freeze=False):
+        assert not gc.isenabled()
+    assert gc.isenabled() and gc.get_freeze_count() == frozen  # a caller's main(): nothing frozen
+    gc.disable()
+    try:
+        with plotproc.collector_paused(freeze=False):
+            pass
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
+    try:
+        with plotproc.collector_paused(freeze=True):
+            kept = [[]]  # noqa: F841  (an object made inside the block is frozen after it)
+        assert gc.isenabled() and gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
