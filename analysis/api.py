@@ -31,12 +31,11 @@ def write_report(summary: Summary, out_dir: Path,
 
     ``images(summary)`` gives the plots as ``{file name: PNG bytes}`` (default: ``analysis.plots.all_plots``,
     drawn here; ``python -m analysis.report`` passes ``analysis.plotproc.PlotWorker.plots``, which draws them in
-    forked processes). summary.json is written before the plots are asked for; every file is written before
-    this returns."""
+    forked processes). Every file is written before this returns, summary.json last (a report that failed half
+    way has none, so nothing reads it as complete)."""
     out_dir = Path(out_dir)
     from analysis.render import document, to_html, to_markdown
 
-    write_json(out_dir / "summary.json", summary.to_json(), strict=True)
     if images is None:
         from analysis.plots import all_plots as images
     pngs = images(summary)
@@ -47,6 +46,7 @@ def write_report(summary: Summary, out_dir: Path,
         written.append(out_dir / name)
     write_text(out_dir / "report.md", to_markdown(blocks))
     write_text(out_dir / "report.html", to_html(blocks, pngs))
+    write_json(out_dir / "summary.json", summary.to_json(), strict=True)
     written += [out_dir / "report.md", out_dir / "report.html", out_dir / "summary.json"]
     return written
 
