@@ -9,6 +9,7 @@ bootstrap resamples) and its hang threshold (s). The result is a typed :class:`a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,25 +25,30 @@ __all__ = ["Options", "Summary", "UsageError", "analyze_files", "analyze_sweep",
            "report_sweep", "write_report"]
 
 
-def write_report(summary: Summary, out_dir: Path) -> list[Path]:
-    """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths."""
+def write_report(summary: Summary, out_dir: Path,
+                 images: Callable[[Summary], dict[str, bytes]] | None = None) -> list[Path]:
+    """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths.
+
+    ``images(summary)`` gives the plots as ``{file name: PNG bytes}`` (default: ``analysis.plots.all_plots``,
+    drawn here; ``python -m analysis.report`` passes ``analysis.plotproc.PlotWorker.plots``, which draws them in
+    forked processes). Every file is written before this returns, summary.json last (a report that failed half
+    way has none, so nothing reads it as complete)."""
     out_dir = Path(out_dir)
-    from analysis.plots import all_plots
     from analysis.render import document, to_html, to_markdown
 
-    images = all_plots(summary)
-    blocks = document(summary, images)
+    if images is None:
+        from analysis.plots import all_plots as images
+    pngs = images(summary)
+    blocks = document(summary, pngs)
     written = []
-    for name, png in images.items():
+    for name, png in pngs.items():
         write_bytes(out_dir / name, png)
         written.append(out_dir / name)
     write_text(out_dir / "report.md", to_markdown(blocks))
-    write_text(out_dir / "report.html", to_html(blocks, images))
+    write_text(out_dir / "report.html", to_html(blocks, pngs))
     write_json(out_dir / "summary.json", summary.to_json(), strict=True)
     written += [out_dir / "report.md", out_dir / "report.html", out_dir / "summary.json"]
     return written
-
-
 
 
 def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path | None = None,

@@ -4,6 +4,7 @@ time over iterations per run, and lm-loss curves overlaid. Failed runs stay visi
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 
 import matplotlib
 import numpy as np
@@ -178,9 +179,16 @@ def drift_png(summary: Summary) -> bytes | None:
     return _png(fig)
 
 
-def all_plots(summary: Summary) -> dict[str, bytes]:
-    """{file name: PNG bytes} of every plot that has data."""
-    plots = {"throughput.png": throughput_png(summary), "step_time.png": step_time_png(summary),
-             "loss.png": loss_png(summary), "step_breakdown.png": breakdown_png(summary),
-             "drift.png": drift_png(summary)}
+PLOTS = {"throughput.png": throughput_png, "step_time.png": step_time_png, "loss.png": loss_png,
+         "step_breakdown.png": breakdown_png, "drift.png": drift_png}  # file name -> plot, in the report's order
+
+
+def all_plots(summary: Summary, names: Iterable[str] | None = None) -> dict[str, bytes]:
+    """{file name: PNG bytes} of every plot (or of those ``names``, keys of PLOTS) that has data, in PLOTS order.
+    Raises KeyError for a name not in PLOTS."""
+    wanted = set(PLOTS) if names is None else set(names)
+    unknown = wanted - set(PLOTS)
+    if unknown:
+        raise KeyError(f"unknown plot(s) {sorted(unknown)}; the plots are {list(PLOTS)}")
+    plots = {name: PLOTS[name](summary) for name in PLOTS if name in wanted}
     return {name: png for name, png in plots.items() if png}

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.parse import IterationSeries
 from analysis.stats import Estimate, StepTime
 from contracts.exits import ExitCode
 from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
+
+if TYPE_CHECKING:  # a type only: importing the parser (pyarrow, RE2) is not needed to hold results
+    from analysis.parse import IterationSeries
 
 
 def fnum(x: Any) -> float | None:

@@ -9,10 +9,14 @@
 - Fewer than MIN_STEADY = 5 steady iterations give no numbers: a percentile bootstrap over four values or fewer
   has almost no resamples that differ, so its interval would be a fiction (the run is ``insufficient_iterations``).
 - Intervals: percentile bootstrap of the median, 95%, ``n_boot`` resamples (default 2000), seeded so that the same
-  log always gives the same report. Above LARGE_N = 2,000 steady iterations the distribution-free order-statistic
-  interval of the median is used instead (same coverage, no n x n_boot resampling matrix, which costs about
-  0.1 ms per iteration per run): on 8 runs x 30k iterations the intervals equal the full bootstrap's to 3
-  significant digits (benchmarks/analysis.py prints both in one run; issue 17).
+  log always gives the same report. Above LARGE_N = 2,000 steady iterations the resamples are not built: each
+  replicate's median is drawn from its exact distribution instead (:func:`bootstrap_medians`: the middle order
+  statistics of n uniforms, two draws per replicate instead of n), so the replicates are distributed exactly as the
+  full bootstrap's, ties of values logged to 0.1 included, with no n x n_boot resampling matrix (about 0.1 ms per
+  iteration per run). On 8 runs x 30k iterations every interval bound equals the full bootstrap's to 3 significant
+  digits (benchmarks/analysis.py prints both in one run; issue 17). The order-statistic interval of the median
+  (:func:`order_statistic_ci`, binomial quantiles) is kept as a distribution-free check; it lands on a data value
+  where the bootstrap's bound of an even-sized sample may be the mean of two.
 - tokens/s/GPU = global batch size x seq_length / (step time in s) / GPUs, per iteration (the logs do not print it).
 """
 
@@ -21,17 +25,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis.options import N_BOOT, SEED
-from analysis.parse import IterationSeries
+
+if TYPE_CHECKING:  # a type only: statistics of parsed series need not import the parser (pyarrow, RE2)
+    from analysis.parse import IterationSeries
 
 MIN_STEADY = 5
 
 CONFIDENCE = 0.95
-LARGE_N = 2_000  # above this many values: the order-statistic interval (was 50,000; issue 17)
+LARGE_N = 2_000  # above this many values: the replicates drawn without resamples (was 50,000; issue 17)
 _BATCH_ELEMENTS = 4_000_000  # resampled values per bootstrap batch (bounds memory: 32 MB of float64)
 
 
@@ -102,24 +108,46 @@ def steady_mask(series: IterationSeries, warmup: int, restart_first_iterations: 
 def bootstrap_medians(values: np.ndarray, *, n_boot: int = N_BOOT, seed: int = SEED) -> np.ndarray:
     """``n_boot`` bootstrap replicates of the median of ``values`` (percentile bootstrap, seeded).
 
-    For more than LARGE_N values the replicates are drawn from the normal approximation whose spread matches the
-    order-statistic interval of the median. Raises ValueError for an empty input.
+    Up to LARGE_N values, each replicate is the median of a resample of ``values``. Above, the replicates come
+    from :func:`exact_bootstrap_medians`, which draws them from the same distribution without building resamples.
+    Raises ValueError for an empty input.
     """
     x = np.asarray(values, dtype=np.float64)
     if x.size == 0:
         raise ValueError("bootstrap_medians needs at least one value")
     rng = np.random.default_rng(seed)
     if x.size > LARGE_N:
-        med = float(np.median(x))
-        lo, hi = order_statistic_ci(x)
-        se = max(hi - lo, 0.0) / (2 * NormalDist().inv_cdf(0.5 + CONFIDENCE / 2))
-        return rng.normal(med, se, n_boot)
+        return exact_bootstrap_medians(x, n_boot=n_boot, rng=rng)
     out = np.empty(n_boot)
     batch = max(1, _BATCH_ELEMENTS // x.size)
     for start in range(0, n_boot, batch):
         b = min(batch, n_boot - start)
         out[start : start + b] = np.median(x[rng.integers(0, x.size, size=(b, x.size))], axis=1)
     return out
+
+
+def exact_bootstrap_medians(values: np.ndarray, *, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_boot`` draws of the median of a size-n resample (with replacement) of ``values``, in O(n log n + n_boot).
+
+    A resample is ``sorted(values)[floor(n * U_i)]`` for n independent uniforms U_i; the map is monotone, so its
+    k-th smallest value is ``sorted(values)[floor(n * U_(k))]`` with U_(k) the k-th smallest uniform, which is
+    Beta(k, n - k + 1); given U_(k) = u, U_(k+1) is u plus (1 - u) times the smallest of n - k uniforms. Two draws
+    per replicate give the middle value (odd n) or the mean of the middle two (even n, as numpy's median): the
+    full bootstrap's distribution of the median exactly, ties included (uniform order statistics: David &
+    Nagaraja, Order Statistics; the exact bootstrap distribution of the median: Maritz & Jarrett, JASA 1978).
+    Raises ValueError for an empty input.
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    if n == 0:
+        raise ValueError("exact_bootstrap_medians needs at least one value")
+    k = (n + 1) // 2  # the (lower) middle rank, 1-based
+    u = rng.beta(k, n - k + 1, n_boot)
+    low = x[np.minimum((u * n).astype(np.int64), n - 1)]
+    if n % 2:
+        return low
+    nxt = u + (1 - u) * -np.expm1(np.log1p(-rng.random(n_boot)) / (n - k))
+    return (low + x[np.minimum((nxt * n).astype(np.int64), n - 1)]) / 2
 
 
 def _binom_half_quantiles(n: int, q: float) -> tuple[int, int]:

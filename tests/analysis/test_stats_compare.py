@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from analysis import stats as stats_module
 from analysis.compare import (
     backend_rates,
     compare_all,
@@ -18,7 +19,14 @@ from analysis.compare import (
 )
 from analysis.parse import parse_lines
 from analysis.results import RunConfig, RunResult
-from analysis.stats import MIN_STEADY, bootstrap_medians, compute_stats, default_warmup, order_statistic_ci
+from analysis.stats import (
+    MIN_STEADY,
+    bootstrap_medians,
+    compute_stats,
+    default_warmup,
+    exact_bootstrap_medians,
+    order_statistic_ci,
+)
 from tests.analysis.synth import iteration_line
 
 
@@ -216,3 +224,30 @@ def test_c10_without_throughput_field_the_number_is_unknown_with_a_note():
     st = compute_stats(parse_lines(lines).series)
     assert st.step_time.median == 500.0 and st.tflops is None
     assert "throughput logging was off" in " ".join(st.notes)
+
+
+@pytest.mark.parametrize("n", [2_001, 2_400, 9_999])
+def test_large_samples_draw_the_full_bootstraps_medians(n, monkeypatch):
+    # values logged to 0.1, as the logs print them: the bootstrap medians fall on a few data values (and, for an
+    # even n, means of two neighbours), and the interval bounds are those values, not a smooth approximation
+    x = np.round(np.random.default_rng(n).normal(236.5, 4.7, n), 1)
+    drawn = bootstrap_medians(x, n_boot=4000, seed=3)
+    monkeypatch.setattr(stats_module, "LARGE_N", 10**9)
+    full = bootstrap_medians(x, n_boot=4000, seed=3)
+    s = np.sort(x)
+    allowed = set(s) if n % 2 else set(s) | set((s[:-1] + s[1:]) / 2)
+    assert set(drawn) <= allowed
+    grid = np.unique(np.concatenate([drawn, full]))
+    ks = np.abs(np.searchsorted(np.sort(drawn), grid, "right") - np.searchsorted(np.sort(full), grid, "right")).max()
+    assert ks / 4000 < 0.05  # two-sample Kolmogorov-Smirnov distance (its 99.9% critical value here: 0.044)
+    assert np.quantile(drawn, [0.025, 0.975]) == pytest.approx(np.quantile(full, [0.025, 0.975]), abs=0.1 + 1e-9)
+    assert drawn.std() == pytest.approx(full.std(), rel=0.1)
+
+
+def test_exact_bootstrap_medians_of_tiny_samples():
+    rng = np.random.default_rng(0)
+    assert set(exact_bootstrap_medians(np.array([7.0]), n_boot=50, rng=rng)) == {7.0}
+    two = exact_bootstrap_medians(np.array([1.0, 3.0]), n_boot=4000, rng=rng)
+    assert set(two) == {1.0, 2.0, 3.0} and np.mean(two == 2.0) == pytest.approx(0.5, abs=0.05)
+    with pytest.raises(ValueError, match="at least one value"):
+        exact_bootstrap_medians(np.array([]), n_boot=5, rng=rng)
