@@ -37,7 +37,8 @@ def once(root: Path, log: Path, out: Path, env: dict[str, str]) -> tuple[float, 
     c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "analysis.report", str(log), "--out", str(out), "--quiet"], cwd=root,
-                         env={**env, "PYTHONPATH": str(root)}, capture_output=True, text=True)
+                         env={**env, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])},
+                         capture_output=True, text=True)
     wall = time.perf_counter() - t0
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode not in (0, 3, 4) or not (out / "summary.json").exists():
