@@ -1,0 +1,198 @@
+"""Where a region's iteration and memory lines are, found with numpy instead of a regex pass (issue 17, third
+session): the bulk path's way to the lines (:meth:`analysis.bulkregion.BulkRegions._fast_region`).
+
+``ITER_N_RE.findall`` ran at about 0.5 GB/s here, and half of that was its search for the literal ``iteration``.
+Here, for a region without ``\\r`` (the only case taken):
+
+- every occurrence of ``iteration`` is found from the aligned 32-bit words of the region (each occurrence holds one
+  aligned word of ``iter``, ``tera``, ``erat`` or ``rati``) and confirmed by its 9 bytes;
+- the line of each occurrence ends at the next ``\\n`` (one ``flatnonzero`` of the region);
+- an occurrence followed by a blank is an iteration line when the text after it matches ``[ \\t]+(\\d+)[ \\t]*/[ \\t]*
+  (\\d+)[ \\t]*\\|`` (the iteration branch of ``ITER_N_RE``), read in a window of :data:`HEADER` bytes; ``N`` and
+  ``M`` are converted there (at most 18 digits), the rest is the line after that ``|``;
+- an occurrence followed by ``s)`` may start a memory line; those lines are handed back, and the regex's memory
+  branch runs on them alone (:data:`MEMORY_RE`).
+
+The answer is what ``ITER_N_RE.findall`` gives, or ``None`` (then the caller runs the regex): ``None`` whenever a
+line holds two occurrences (the regex would take the first one that matches), an occurrence followed by a blank is
+not an intact header within the window, a number is longer than 18 digits, an iteration line's rest is longer
+than 65,536 bytes, a memory line's ``iterations)`` is followed by blanks only (the regex's ``\\s*`` may go on into
+the next line), or the region does not end with ``\\n``. ``tests/analysis/test_locate.py`` compares with the regex.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+HEADER = 40  # bytes after "iteration" in which "[ \t]+N[ \t]*/[ \t]*M[ \t]*|" must end
+MAX_REST = 65536  # a longer rest goes to the per-line path (analysis.scanner.Scanner._line)
+MAX_DIGITS = 18  # a longer number goes to the per-line path (damage there: int64 holds any 18 digits)
+_WORDS = [int(np.frombuffer(b"iteration"[k:k + 4], "<u4")[0]) for k in range(4)]
+_HEAD = int(np.frombuffer(b"iteratio", "<u8")[0])
+HEADER_RE = re.compile(rb"[ \t]+(\d+)[ \t]*/[ \t]*(\d+)[ \t]*\|")  # ITER_N_RE's iteration branch after "iteration"
+_TEN = 10 ** np.arange(19, dtype=np.int64)
+_MEMORY_HEAD = np.frombuffer(b" memory (", np.uint8)  # "iterations) memory (GB)": the usual memory line
+_TEMPLATES = 64  # header shapes (or refused headers) read in one region; more: the regex reads the region
+# the memory branch of ITER_N_RE on lines that start with "iterations)" (joined with "\n"): the blank run stays
+# within the line; a line whose "iterations)" has only blanks after it is refused by the second branch
+MEMORY_RE = re.compile(rb"iterations\)[ \t\f\v]*(?:memory \(([MG]B)\)([^\n]*)|(\n))")
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """The iteration lines (offsets in the buffer): ``at`` of ``iteration``, ``n`` and ``total`` (int64), the
+    rest ``[lo, hi)`` after the header's ``|`` up to the ``\\n``; and per unit (b"GB", b"MB") the rests of the
+    memory lines that ``ITER_N_RE.findall`` gives, each with its ``\\n`` (``memory``)."""
+
+    at: np.ndarray
+    n: np.ndarray
+    total: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    memory: dict[bytes, bytes]
+
+
+def locate(buf: bytes, pos: int, end: int) -> Located | None:
+    """The iteration lines and memory candidates of ``buf[pos:end]`` (complete lines, no ``\\r``), or None when
+    the regex must decide (see the module docstring)."""
+    size = end - pos
+    if size < 16:
+        return None
+    data = np.frombuffer(buf, np.uint8, size, pos)
+    if data[-1] != 10:
+        return None
+    words = np.frombuffer(buf, "<u4", size // 4, pos)
+    hit = (words == _WORDS[0]) | (words == _WORDS[1]) | (words == _WORDS[2]) | (words == _WORDS[3])
+    at = np.flatnonzero(hit)
+    word = words[at]
+    occ = at * 4 - ((word == _WORDS[1]) + 2 * (word == _WORDS[2]) + 3 * (word == _WORDS[3]))
+    occ = occ[(occ >= 0) & (occ <= size - 9)]
+    if occ.size:
+        eight = np.ndarray((size - 7,), "<u8", buf, pos, (1,))  # the 8 bytes at every offset
+        occ = occ[(eight[occ] == _HEAD) & (data[occ + 8] == 110)]  # "iteratio" + "n"
+    ends = np.flatnonzero(data == 10)
+    line_end = ends[np.searchsorted(ends, occ)]  # the "\n" of each occurrence's line
+    after = data[np.minimum(occ + 9, size - 1)]
+    # per occurrence: 0 the regex fails there, 1 an iteration header, 2 a memory candidate, 3 undecided here
+    code = np.zeros(occ.size, np.int8)
+    code[(after == 115) & (data[np.minimum(occ + 10, size - 1)] == 41)] = 2  # "iterations)"
+    heads = np.flatnonzero((after == 32) | (after == 9))
+    header = np.zeros((3, occ.size), np.int64)  # N, M, where the rest starts (from the occurrence)
+    code[heads], header[0, heads], header[1, heads], header[2, heads] = _headers(buf, occ[heads] + pos)
+    keep = code != 0
+    occ, line_end, code = occ[keep], line_end[keep], code[keep]
+    # the regex takes, per line, the first occurrence where it matches, and the rest of that line with it
+    lead = np.ones(occ.size, bool)
+    lead[1:] = line_end[1:] != line_end[:-1]
+    if (code[lead] == 3).any():
+        return None
+    lead_of = np.maximum.accumulate(np.where(lead, np.arange(occ.size), 0))
+    if (code[lead_of[~lead]] == 2).any():
+        return None  # whether the memory branch matches decides whether a later occurrence is read
+    mem = lead & (code == 2)
+    memory = _memory(buf, occ[mem] + pos, line_end[mem] + pos) if mem.any() else {}
+    if memory is None:
+        return None
+    it = lead & (code == 1)
+    n, total, lo = header[:, keep][:, it]
+    occ, line_end = occ[it], line_end[it]
+    lo = occ + lo
+    if lo.size and int((line_end - lo).max()) > MAX_REST:
+        return None
+    return Located(occ + pos, n, total, lo + pos, line_end + pos, memory)
+
+
+def _headers(buf: bytes, at: np.ndarray) -> tuple[np.ndarray, ...]:
+    """For occurrences of ``iteration`` at ``buf[at]``, each followed by a blank: (code, N, M, where the rest after
+    the header's ``|`` starts, counted from the occurrence); code 1 where :data:`HEADER_RE` matches after it, 0
+    where it does not, 3 where a number has more than 18 digits (the per-line path decides).
+
+    The regex decides one header, and its bytes up to its ``|``, each digit as ``0``, are then a template: any
+    other header with the same bytes there, digits anywhere, matches with the same spans (a blank run and a digit
+    run are taken whole), so its numbers are read at those spans. A log prints one or two header
+    shapes (Megatron pads the numbers: ``iteration {:8d}/{:8d} |``)."""
+    count = at.size
+    code = np.zeros(count, np.int8)
+    values = np.zeros((2, count), np.int64)
+    lo = np.zeros(count, np.int64)
+    inside = at + 9 + HEADER <= len(buf)
+    window = np.ndarray((max(0, len(buf) - HEADER + 1), HEADER), np.uint8, buf, 0, (1, 1))[
+        np.where(inside, at + 9, 0)]
+    digit = (window - 48) <= 9  # uint8: the bytes below "0" wrap around
+    # a row's shape: its bytes with every digit as "0" (rows of one shape have the same classes)
+    shape = np.where(digit, np.uint8(48), window)
+    first = ((window != 32) & (window != 9)).argmax(axis=1)  # after the blank run: a digit, or the regex fails
+    todo = ~inside | digit[np.arange(count), first]
+    for _ in range(_TEMPLATES):
+        left = np.flatnonzero(todo)
+        if not left.size:
+            return code, values[0], values[1], lo
+        row = int(left[0])
+        todo[row] = False
+        m = HEADER_RE.match(buf, int(at[row]) + 9)
+        if m is None:
+            continue  # code 0
+        spans = [(s - at[row] - 9, e - at[row] - 9) for s, e in (m.span(1), m.span(2))]
+        width = m.end() - int(at[row]) - 9
+        if max(e - s for s, e in spans) > MAX_DIGITS:
+            code[row] = 3
+            continue
+        if width > HEADER or not inside[row]:  # too long for the window: this one header alone
+            code[row], lo[row] = 1, 9 + width
+            values[:, row] = int(m.group(1)), int(m.group(2))
+            continue
+        same = left[inside[left] & (shape[left, :width] == shape[row, :width]).all(axis=1)]
+        code[same], lo[same] = 1, 9 + width
+        for k, (s, e) in enumerate(spans):
+            digits = window[same, s:e].astype(np.int64) - 48
+            values[k, same] = digits @ _TEN[e - s - 1::-1]
+        todo[same] = False
+    return (code, values[0], values[1], lo) if not todo.any() else (np.full(count, 3, np.int8), *values, lo)
+
+
+def _memory(buf: bytes, at: np.ndarray, hi: np.ndarray) -> dict[bytes, bytes] | None:
+    """The memory lines' rests per unit (b"GB", b"MB"), each rest with its ``\\n``, of the lines ``buf[at:hi]``
+    that start with ``iterations)`` (:data:`MEMORY_RE`); None when a line's ``iterations)`` has only blanks after
+    it. The usual ``iterations) memory (GB)`` is recognised by its bytes, other lines by the regex."""
+    inside = at + 23 <= hi
+    head = np.ndarray((max(0, len(buf) - 11), 12), np.uint8, buf, 0, (1, 1))[np.where(inside, at + 11, 0)]
+    plain = inside & (head[:, :9] == _MEMORY_HEAD).all(axis=1) & (head[:, 10] == 66) & (head[:, 11] == 41)
+    spans: dict[bytes, list[np.ndarray]] = {}
+    usual = np.zeros(at.size, bool)
+    for unit, letter in ((b"GB", 71), (b"MB", 77)):  # " memory (" + "G" or "M" + "B)"
+        rows = plain & (head[:, 9] == letter)
+        spans[unit] = [np.stack([at[rows] + 23, hi[rows] + 1])]
+        usual |= rows
+    for row in np.flatnonzero(~usual).tolist():
+        m = MEMORY_RE.match(buf, int(at[row]), int(hi[row]) + 1)
+        if m is not None and m.group(3):
+            return None
+        if m is not None:
+            spans[m.group(1)].append(np.array([[m.start(2)], [m.end(2) + 1]]))
+    rests = {}
+    for unit, found in spans.items():
+        lo, end = np.concatenate(found, axis=1)
+        if lo.size:
+            order = np.argsort(lo, kind="stable")
+            rests[unit] = gather(buf, lo[order], end[order]).to_pybytes()
+    return rests
+
+
+def gather(buf: bytes, lo: np.ndarray, hi: np.ndarray) -> pa.Buffer:
+    """The bytes ``buf[lo[i]:hi[i]]`` concatenated, ranges in increasing order and not overlapping (one Arrow
+    ``take`` over ``buf``, no Python object per range)."""
+    offsets = np.empty(2 * lo.size + 2, np.int64)
+    offsets[0], offsets[-1] = 0, len(buf)
+    offsets[1:-1:2], offsets[2:-1:2] = lo, hi
+    pieces = pa.Array.from_buffers(pa.large_binary(), 2 * lo.size + 1, [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+    taken = pieces.take(np.arange(1, 2 * lo.size, 2))
+    _, offs, data = taken.buffers()
+    bounds = np.frombuffer(offs, np.int64)
+    if data is None:
+        return pa.py_buffer(b"")
+    start = int(bounds[taken.offset])
+    return data.slice(start, int(bounds[taken.offset + len(taken)]) - start)
