@@ -26,6 +26,13 @@ def int64_bytes(digits: list[bytes]) -> bytes:
     return pc.cast(pa.array(digits, pa.binary()), pa.int64()).to_numpy().tobytes()
 
 
+def indices(values: np.ndarray) -> pa.Array:
+    """An Arrow int64 array over ``values`` (int64, contiguous), without a copy and without pyarrow's numpy
+    conversion, which imports ``numpy.ma`` on its first use (7 ms here, in each process of a split parse)."""
+    values = np.ascontiguousarray(values, np.int64)
+    return pa.Array.from_buffers(pa.int64(), values.size, [None, pa.py_buffer(values)])
+
+
 def warm() -> None:
     """Run the Arrow kernels of :meth:`LayoutKernel.table` once on a tiny input: Arrow sets its cast kernels up on
     first use (about 13 ms here), so a process forked after this inherits them instead of paying again."""
@@ -58,7 +65,7 @@ class LayoutKernel:
         line = np.arange(self.fields, dtype=np.int64)
         later = line.copy()
         later[0] = self.fields
-        self.expected = small.take(np.concatenate([line, np.tile(later, cap - 1)]))
+        self.expected = small.take(indices(np.concatenate([line, np.tile(later, cap - 1)])))
         n = cap * self.fields
         self.even = np.arange(0, 2 * n + 1, 2, dtype=np.int64)
         self.odd = np.arange(1, 2 * n, 2, dtype=np.int64)
@@ -90,17 +97,17 @@ class LayoutKernel:
         np.add(cuts, 1, out=offsets[1:-1])
         buffer = text if isinstance(text, pa.Buffer) else pa.py_buffer(text)
         parts = pa.Array.from_buffers(pa.large_string(), 2 * n + 1, [None, pa.py_buffer(offsets), buffer])
-        keys = parts.take(self.even[: n + 1])
+        keys = parts.take(indices(self.even[: n + 1]))
         if not pc.all(pc.equal(keys.slice(0, n), self.expected.slice(0, n))).as_py():
             return None
         if memoryview(text)[int(offsets[-2]):] != self.trail:  # the bytes after the last "|"
             return None
-        values = pc.ascii_trim(parts.take(self.odd[:n]), " \t|")  # " value |" -> "value"
+        values = pc.ascii_trim(parts.take(indices(self.odd[:n])), " \t|")  # " value |" -> "value"
         try:
             floats = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
         except pa.ArrowInvalid:
             return None
         nan = np.flatnonzero(np.isnan(floats))
-        if nan.size and any(b"(" in v for v in values.take(nan).cast(pa.large_binary()).to_pylist()):
+        if nan.size and any(b"(" in v for v in values.take(indices(nan)).cast(pa.large_binary()).to_pylist()):
             return None  # "nan(...)": float refuses it
         return floats.reshape(count, self.fields)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from analysis.bulk import indices
+
 HEADER = 40  # bytes after "iteration" in which "[ \t]+N[ \t]*/[ \t]*M[ \t]*|" must end
 MAX_REST = 65536  # a longer rest goes to the per-line path (analysis.scanner.Scanner._line)
 MAX_DIGITS = 18  # a longer number goes to the per-line path (damage there: int64 holds any 18 digits)
@@ -53,7 +55,7 @@ class Located:
     total: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
-    memory: dict[bytes, bytes]
+    memory: dict[bytes, pa.Buffer]
 
 
 def locate(buf: bytes, pos: int, end: int) -> Located | None:
@@ -80,7 +82,10 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
     # per occurrence: 0 the regex fails there, 1 an iteration header, 2 a memory candidate, 3 undecided here
     code = np.zeros(occ.size, np.int8)
     code[(after == 115) & (data[np.minimum(occ + 10, size - 1)] == 41)] = 2  # "iterations)"
-    heads = np.flatnonzero((after == 32) | (after == 9))
+    # followed by a blank, then a blank or a digit: maybe a header (else the regex fails there, as after
+    # "per iteration (ms)")
+    second = data[np.minimum(occ + 10, size - 1)]
+    heads = np.flatnonzero(((after == 32) | (after == 9)) & ((second == 32) | (second == 9) | (second - 48 <= 9)))
     header = np.zeros((3, occ.size), np.int64)  # N, M, where the rest starts (from the occurrence)
     code[heads], header[0, heads], header[1, heads], header[2, heads] = _headers(buf, occ[heads] + pos)
     keep = code != 0
@@ -120,13 +125,13 @@ def _headers(buf: bytes, at: np.ndarray) -> tuple[np.ndarray, ...]:
     values = np.zeros((2, count), np.int64)
     lo = np.zeros(count, np.int64)
     inside = at + 9 + HEADER <= len(buf)
-    window = np.ndarray((max(0, len(buf) - HEADER + 1), HEADER), np.uint8, buf, 0, (1, 1))[
-        np.where(inside, at + 9, 0)]
+    window = _windows(buf, np.where(inside, at + 9, 0), HEADER)
     digit = (window - 48) <= 9  # uint8: the bytes below "0" wrap around
     # a row's shape: its bytes with every digit as "0" (rows of one shape have the same classes)
     shape = np.where(digit, np.uint8(48), window)
-    first = ((window != 32) & (window != 9)).argmax(axis=1)  # after the blank run: a digit, or the regex fails
-    todo = ~inside | digit[np.arange(count), first]
+    filled = (window != 32) & (window != 9)
+    first = filled.argmax(axis=1)  # after the blank run: a digit, or the regex fails (a longer run: the regex)
+    todo = ~inside | ~filled.any(axis=1) | digit[np.arange(count), first]
     for _ in range(_TEMPLATES):
         left = np.flatnonzero(todo)
         if not left.size:
@@ -154,12 +159,12 @@ def _headers(buf: bytes, at: np.ndarray) -> tuple[np.ndarray, ...]:
     return (code, values[0], values[1], lo) if not todo.any() else (np.full(count, 3, np.int8), *values, lo)
 
 
-def _memory(buf: bytes, at: np.ndarray, hi: np.ndarray) -> dict[bytes, bytes] | None:
+def _memory(buf: bytes, at: np.ndarray, hi: np.ndarray) -> dict[bytes, pa.Buffer] | None:
     """The memory lines' rests per unit (b"GB", b"MB"), each rest with its ``\\n``, of the lines ``buf[at:hi]``
     that start with ``iterations)`` (:data:`MEMORY_RE`); None when a line's ``iterations)`` has only blanks after
     it. The usual ``iterations) memory (GB)`` is recognised by its bytes, other lines by the regex."""
     inside = at + 23 <= hi
-    head = np.ndarray((max(0, len(buf) - 11), 12), np.uint8, buf, 0, (1, 1))[np.where(inside, at + 11, 0)]
+    head = _windows(buf, np.where(inside, at + 11, 0), 12)
     plain = inside & (head[:, :9] == _MEMORY_HEAD).all(axis=1) & (head[:, 10] == 66) & (head[:, 11] == 41)
     spans: dict[bytes, list[np.ndarray]] = {}
     usual = np.zeros(at.size, bool)
@@ -178,8 +183,15 @@ def _memory(buf: bytes, at: np.ndarray, hi: np.ndarray) -> dict[bytes, bytes] | 
         lo, end = np.concatenate(found, axis=1)
         if lo.size:
             order = np.argsort(lo, kind="stable")
-            rests[unit] = gather(buf, lo[order], end[order]).to_pybytes()
+            rests[unit] = gather(buf, lo[order], end[order])
     return rests
+
+
+def _windows(buf: bytes, starts: np.ndarray, width: int) -> np.ndarray:
+    """The ``width`` bytes at each start (zeros for a buffer shorter than that) as one (starts, width) array."""
+    if len(buf) < width:
+        return np.zeros((starts.size, width), np.uint8)
+    return np.ndarray((len(buf) - width + 1, width), np.uint8, buf, 0, (1, 1))[starts]
 
 
 def gather(buf: bytes, lo: np.ndarray, hi: np.ndarray) -> pa.Buffer:
@@ -189,7 +201,7 @@ def gather(buf: bytes, lo: np.ndarray, hi: np.ndarray) -> pa.Buffer:
     offsets[0], offsets[-1] = 0, len(buf)
     offsets[1:-1:2], offsets[2:-1:2] = lo, hi
     pieces = pa.Array.from_buffers(pa.large_binary(), 2 * lo.size + 1, [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
-    taken = pieces.take(np.arange(1, 2 * lo.size, 2))
+    taken = pieces.take(indices(np.arange(1, 2 * lo.size, 2)))
     _, offs, data = taken.buffers()
     bounds = np.frombuffer(offs, np.int64)
     if data is None:
