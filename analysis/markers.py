@@ -7,6 +7,7 @@ Every pattern names the log format it comes from (FACTS.md §6, CASES.md C03-C10
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,6 +143,16 @@ def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str
 
     Candidates are the segments of :func:`_candidate_segments` (a line, or each ``\\r`` part or 4 KiB window of a
     long line, whose lower-cased text holds a trigger of :data:`NEEDLES`), cleaned by :func:`clean_line`.
+    """
+    offsets, which, table = marker_rows(buf, pos, end)
+    for lo, i in zip(offsets.tolist(), which.tolist(), strict=True):
+        yield lo, *table[i]
+
+
+def marker_rows(buf: bytes, pos: int, end: int) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """:func:`scan_markers` as arrays: the offsets (int64, in order), and for each the index of its (text, kind)
+    in the table returned, so that a repeated line is one entry (:class:`analysis.tail.MarkerBag` keeps only 16
+    markers of a kind: the others cost no Python object).
 
     Speed (issue 17): a region without ``\\r`` whose lines are at most 2048 bytes (the usual case) has one segment
     per candidate line, the whole line; there Arrow finds the distinct lines (ranks print the same warnings), the
@@ -155,11 +166,16 @@ def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str
         starts += 1
         last = int(starts[-1]) if starts.size else 0  # the text after the last line end: a line of its own
         if (np.diff(starts, prepend=0).max(initial=0) <= WINDOW + 1) and end - pos - last <= WINDOW:
-            yield from _scan_distinct(buf, pos, region, starts)
+            offsets, which, table = _scan_distinct(buf, pos, region, starts)
             if last < end - pos:
-                yield from _scan_lines(bytes(region[last:]), pos + last)
-            return
-    yield from _scan_lines(buf[pos:end], pos)
+                more = list(_scan_lines(bytes(region[last:]), pos + last))
+                offsets = np.concatenate([offsets, np.array([lo for lo, _, _ in more], np.int64)])
+                which = np.concatenate([which, np.arange(len(table), len(table) + len(more), dtype=np.int64)])
+                table += [(text, kind) for _, text, kind in more]
+            return offsets, which, table
+    rows = list(_scan_lines(buf[pos:end], pos))
+    return (np.array([lo for lo, _, _ in rows], np.int64), np.arange(len(rows), dtype=np.int64),
+            [(text, kind) for _, text, kind in rows])
 
 
 def _scan_lines(region: bytes, pos: int) -> Iterator[tuple[int, str, str]]:
@@ -171,12 +187,14 @@ def _scan_lines(region: bytes, pos: int) -> Iterator[tuple[int, str, str]]:
             yield pos + lo, text, kind
 
 
-def _scan_distinct(buf: bytes, pos: int, region: memoryview, ends: np.ndarray) -> Iterator[tuple[int, str, str]]:
-    """:func:`scan_markers` of the lines of ``region`` (``buf[pos:]``) that end at ``ends`` (offsets after each
+def _scan_distinct(buf: bytes, pos: int, region: memoryview, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                                       list[tuple[str, str]]]:
+    """:func:`marker_rows` of the lines of ``region`` (``buf[pos:]``) that end at ``ends`` (offsets after each
     ``\\n``), each at most 2048 bytes without ``\\r``: classify each distinct line once, then find the offsets
     of the marker lines."""
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64), [])
     if not ends.size:
-        return
+        return none
     offsets = np.empty(ends.size + 1, np.int64)
     offsets[0] = 0
     offsets[1:] = ends
@@ -195,14 +213,23 @@ def _scan_distinct(buf: bytes, pos: int, region: memoryview, ends: np.ndarray) -
             continue
         i = int(np.searchsorted(d_ends, m.start(), side="right"))  # the distinct line holding the hit
         covered = int(d_ends[i])
-        text = clean_line(bytes(text_of[bounds[i]: bounds[i + 1]]))
-        kind = marker_kind(text)
-        if kind is not None:
-            found[i] = (text, kind)
+        hit = _classified(bytes(text_of[bounds[i]: bounds[i + 1]]))
+        if hit is not None:
+            found[i] = hit
     if not found:
-        return
+        return none
     indices = encoded.indices.to_numpy()
-    rows = np.flatnonzero(np.isin(indices, np.fromiter(found, np.int64, len(found))))
-    for row, index in zip(offsets[rows].tolist(), indices[rows].tolist(), strict=True):
-        text, kind = found[index]
-        yield pos + row, text, kind
+    keys = np.fromiter(found, np.int64, len(found))
+    rows = np.flatnonzero(np.isin(indices, keys))
+    code = np.full(len(distinct), -1, np.int64)
+    code[keys] = np.arange(keys.size)
+    return offsets[rows] + pos, code[indices[rows]], list(found.values())
+
+
+@functools.lru_cache(maxsize=4096)
+def _classified(raw: bytes) -> tuple[str, str] | None:
+    """(cleaned text, kind) of a candidate line, or None when it is no marker (cached: the same warnings recur in
+    every region)."""
+    text = clean_line(raw)
+    kind = marker_kind(text)
+    return None if kind is None else (text, kind)

@@ -24,8 +24,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from analysis.grammar import MARKERS_KEPT
-from analysis.markers import TEXT_LIMIT, Marker, scan_markers
+from analysis.markers import TEXT_LIMIT, Marker, marker_rows
 
 
 class MarkerBag:
@@ -56,9 +58,22 @@ class MarkerBag:
             self.counts[kind] += later.counts[kind] - len(first) - len(last)
 
     def scan(self, buf: bytes, pos: int, end: int, base: int, file: str) -> None:
-        """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``)."""
-        for lo, text, kind in scan_markers(buf, pos, end):
-            self.add(Marker(kind, text[:TEXT_LIMIT], file, base + lo))
+        """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), as :meth:`add`
+        would one by one: per kind, the count, the first to fill the first 8 and the last 8 of the others (a
+        Marker is made only for those)."""
+        offsets, which, table = marker_rows(buf, pos, end)
+        if not offsets.size:
+            return
+        kinds: dict[str, int] = {}
+        kind_of = np.array([kinds.setdefault(kind, len(kinds)) for _, kind in table], np.int64)[which]
+        for kind, code in kinds.items():
+            rows = np.flatnonzero(kind_of == code)
+            self.counts[kind] = self.counts.get(kind, 0) + rows.size
+            first, last = self.kept.setdefault(kind, ([], deque(maxlen=MARKERS_KEPT)))
+            room = MARKERS_KEPT - len(first)
+            for into, picked in ((first, rows[:room]), (last, rows[room:][-MARKERS_KEPT:])):
+                into.extend(Marker(kind, table[i][0][:TEXT_LIMIT], file, base + lo)
+                            for lo, i in zip(offsets[picked].tolist(), which[picked].tolist(), strict=True))
 
     def markers(self) -> Iterator[Marker]:
         """The kept markers, kind after kind."""
