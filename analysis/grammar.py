@@ -211,7 +211,7 @@ class Column:
             self._count(first, values.size)
         else:
             self._commit()
-            self.dense.frombytes(np.ascontiguousarray(values, self._np()).tobytes())
+            self.dense.frombytes(memoryview(np.ascontiguousarray(values, self._np())).cast("B"))  # (no copy between)
             self._count(None, values.size)
 
     def frombytes(self, data: bytes) -> None:

@@ -95,15 +95,16 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
     lead[1:] = line_end[1:] != line_end[:-1]
     if (code[lead] == 3).any():
         return None
-    lead_of = np.maximum.accumulate(np.where(lead, np.arange(occ.size), 0))
-    if (code[lead_of[~lead]] == 2).any():
-        return None  # whether the memory branch matches decides whether a later occurrence is read
+    if not lead.all():
+        lead_of = np.maximum.accumulate(np.where(lead, np.arange(occ.size), 0))
+        if (code[lead_of[~lead]] == 2).any():
+            return None  # whether the memory branch matches decides whether a later occurrence is read
     mem = lead & (code == 2)
     memory = _memory(buf, occ[mem] + pos, line_end[mem] + pos) if mem.any() else {}
     if memory is None:
         return None
-    it = lead & (code == 1)
-    n, total, lo = header[:, keep][:, it]
+    it = np.flatnonzero(lead & (code == 1))
+    n, total, lo = header[:, np.flatnonzero(keep)[it]]
     occ, line_end = occ[it], line_end[it]
     lo = occ + lo
     if lo.size and int((line_end - lo).max()) > MAX_REST:

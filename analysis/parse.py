@@ -165,7 +165,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         source = "step_time_line" if np.isfinite(cols["tflops"]).any() else None
     else:
-        if it.size > 1 and not (np.diff(it) > 0).all():
+        if it.size > 1 and not (it[1:] > it[:-1]).all():  # (no int64 temporary of the size of the column)
             # one record per iteration number; the later line (a later restart) wins
             _, rev_idx = np.unique(it[::-1], return_index=True)
             order = np.sort(it.size - 1 - rev_idx)
