@@ -13,6 +13,7 @@ import numpy as np
 from analysis.bulk import LayoutKernel, int64_bytes
 from analysis.grammar import _LINE_OK_MARKS, _MEM_BULK, ITER_N_RE, ITER_RE, _floats, _Layout, _timestamp
 from analysis.locate import Located, gather, locate
+from analysis.markers import NEEDLE_RE
 
 
 class BulkRegions:
@@ -35,8 +36,14 @@ class BulkRegions:
         count = found.at.size
         if not count:
             return
+        row = len(self.it)
         if self._add_lines(layout, found.n, found.total, _rests(buf, found), count):
             last = int(found.at[-1])
+            if _quiet(layout):  # the marker scan of the tail may leave out these lines, but those with NaN or Inf
+                finite = np.ones(count, bool)
+                nonfinite = np.frombuffer(self.nonfinite_rows, np.int64)
+                finite[nonfinite[np.searchsorted(nonfinite, row):] - row] = False
+                self.quiet = found.start[finite], found.lo[finite]
         else:
             last = self._each_line(ITER_N_RE, buf, pos, end, base)
         self._last_at(buf, last, pos, base)
@@ -134,6 +141,16 @@ class BulkRegions:
             column.extend(table[:, pick])
         self.pending = None  # the layout has its throughput field: a Step Time line before it is not used
         return True
+
+
+def _quiet(layout: _Layout) -> bool:
+    """True when an iteration line of ``layout`` with finite values holds no failure-marker needle after its
+    header: its keys, each followed by ``: 0 |``, and the text after the last ``|`` hold none (a finite value
+    holds digits, a sign, ``.`` and ``e`` or ``E``, and no needle is made of those or spans a ``|``)."""
+    if layout.quiet is None:
+        template = b"".join(k + b": 0 |" for k in layout.raw[:-1]) + layout.raw[-1]
+        layout.quiet = NEEDLE_RE.search(template.lower()) is None
+    return layout.quiet
 
 
 def _rests(buf: bytes, found: Located):

@@ -56,6 +56,7 @@ class Located:
     lo: np.ndarray
     hi: np.ndarray
     memory: dict[bytes, pa.Buffer]
+    start: np.ndarray  # where each iteration line starts
 
 
 def locate(buf: bytes, pos: int, end: int) -> Located | None:
@@ -77,7 +78,8 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
         eight = np.ndarray((size - 7,), "<u8", buf, pos, (1,))  # the 8 bytes at every offset
         occ = occ[(eight[occ] == _HEAD) & (data[occ + 8] == 110)]  # "iteratio" + "n"
     ends = np.flatnonzero(data == 10)
-    line_end = ends[np.searchsorted(ends, occ)]  # the "\n" of each occurrence's line
+    line = np.searchsorted(ends, occ)
+    line_end = ends[line]  # the "\n" of each occurrence's line
     after = data[np.minimum(occ + 9, size - 1)]
     # per occurrence: 0 the regex fails there, 1 an iteration header, 2 a memory candidate, 3 undecided here
     code = np.zeros(occ.size, np.int8)
@@ -89,7 +91,7 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
     header = np.zeros((3, occ.size), np.int64)  # N, M, where the rest starts (from the occurrence)
     code[heads], header[0, heads], header[1, heads], header[2, heads] = _headers(buf, occ[heads] + pos)
     keep = code != 0
-    occ, line_end, code = occ[keep], line_end[keep], code[keep]
+    occ, line, line_end, code = occ[keep], line[keep], line_end[keep], code[keep]
     # the regex takes, per line, the first occurrence where it matches, and the rest of that line with it
     lead = np.ones(occ.size, bool)
     lead[1:] = line_end[1:] != line_end[:-1]
@@ -105,11 +107,12 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
         return None
     it = np.flatnonzero(lead & (code == 1))
     n, total, lo = header[:, np.flatnonzero(keep)[it]]
-    occ, line_end = occ[it], line_end[it]
+    occ, line, line_end = occ[it], line[it], line_end[it]
     lo = occ + lo
     if lo.size and int((line_end - lo).max()) > MAX_REST:
         return None
-    return Located(occ + pos, n, total, lo + pos, line_end + pos, memory)
+    start = np.where(line > 0, ends[np.maximum(line - 1, 0)] + 1, 0)
+    return Located(occ + pos, n, total, lo + pos, line_end + pos, memory, start + pos)
 
 
 def _headers(buf: bytes, at: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -193,6 +193,7 @@ class Scanner(BulkRegions):
     def _region(self, buf: bytes, pos: int, end: int, base: int) -> None:
         if buf.find(b"\x00", pos, end) != -1 and self.file not in self.nul_files:
             self.nul_files.append(self.file)
+        self.quiet = None  # set by the bulk path: lines of the region that hold no marker
         self._iterations(buf, pos, end, base)
         if self.in_setup:
             # markers and config lines before the file's first iteration line; the rest of the region is tail
@@ -207,7 +208,10 @@ class Scanner(BulkRegions):
             if self.in_setup or stop == end:
                 return
             pos = stop
-        self.tail.add(buf, pos, end, base)
+        quiet = self.quiet
+        if quiet is not None and quiet[0].size and quiet[0][0] < pos:  # (lines before the first iteration line)
+            quiet = tuple(v[quiet[0] >= pos] for v in quiet)
+        self.tail.add(buf, pos, end, base, quiet)
 
     def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[bytes, bytes]]:
         """The Step Time lines' (seconds, TFLOP/s/GPU or b"") in ``buf[pos:end]``, counted (one ``findall``;

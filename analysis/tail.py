@@ -57,11 +57,12 @@ class MarkerBag:
                 self.add(marker)
             self.counts[kind] += later.counts[kind] - len(first) - len(last)
 
-    def scan(self, buf: bytes, pos: int, end: int, base: int, file: str) -> None:
+    def scan(self, buf: bytes, pos: int, end: int, base: int, file: str,
+             quiet: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), as :meth:`add`
         would one by one: per kind, the count, the first to fill the first 8 and the last 8 of the others (a
-        Marker is made only for those)."""
-        offsets, which, table = marker_rows(buf, pos, end)
+        Marker is made only for those). ``quiet``: lines that hold no marker (:func:`analysis.markers.marker_rows`)."""
+        offsets, which, table = marker_rows(buf, pos, end, quiet)
         if not offsets.size:
             return
         kinds: dict[str, int] = {}
@@ -108,12 +109,14 @@ class Tail:
         self.regions: deque[Region] = deque()
         self.size = 0  # bytes of the regions held
 
-    def add(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        """Region ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), after every region added before."""
+    def add(self, buf: bytes, pos: int, end: int, base: int,
+            quiet: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Region ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), after every region added before;
+        ``quiet``: lines of it that hold no marker, when it is scanned now (:func:`analysis.markers.marker_rows`)."""
         start, length = base + pos, end - pos
         if self.end is not None and self.end - (start + length) < self.tail_bytes:
             bag = MarkerBag()
-            bag.scan(buf, pos, end, base, self.file)
+            bag.scan(buf, pos, end, base, self.file, quiet)
             self.extend([Region(start, length, bag=bag)])
         elif self.reread is not None:
             self.extend([Region(start, length)])
