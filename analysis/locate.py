@@ -77,21 +77,21 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
     if occ.size:
         eight = np.ndarray((size - 7,), "<u8", buf, pos, (1,))  # the 8 bytes at every offset
         occ = occ[(eight[occ] == _HEAD) & (data[occ + 8] == 110)]  # "iteratio" + "n"
-    ends = np.flatnonzero(data == 10)
-    line = np.searchsorted(ends, occ)
-    line_end = ends[line]  # the "\n" of each occurrence's line
     after = data[np.minimum(occ + 9, size - 1)]
+    second = data[np.minimum(occ + 10, size - 1)]
     # per occurrence: 0 the regex fails there, 1 an iteration header, 2 a memory candidate, 3 undecided here
     code = np.zeros(occ.size, np.int8)
-    code[(after == 115) & (data[np.minimum(occ + 10, size - 1)] == 41)] = 2  # "iterations)"
+    code[(after == 115) & (second == 41)] = 2  # "iterations)"
     # followed by a blank, then a blank or a digit: maybe a header (else the regex fails there, as after
     # "per iteration (ms)")
-    second = data[np.minimum(occ + 10, size - 1)]
     heads = np.flatnonzero(((after == 32) | (after == 9)) & ((second == 32) | (second == 9) | (second - 48 <= 9)))
     header = np.zeros((3, occ.size), np.int64)  # N, M, where the rest starts (from the occurrence)
     code[heads], header[0, heads], header[1, heads], header[2, heads] = _headers(buf, occ[heads] + pos)
-    keep = code != 0
-    occ, line, line_end, code = occ[keep], line[keep], line_end[keep], code[keep]
+    keep = np.flatnonzero(code)
+    occ, code, header = occ[keep], code[keep], header[:, keep]
+    ends = np.flatnonzero(data == 10)
+    line = np.searchsorted(ends, occ)
+    line_end = ends[line]  # the "\n" of each occurrence's line
     # the regex takes, per line, the first occurrence where it matches, and the rest of that line with it
     lead = np.ones(occ.size, bool)
     lead[1:] = line_end[1:] != line_end[:-1]
@@ -106,7 +106,7 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
     if memory is None:
         return None
     it = np.flatnonzero(lead & (code == 1))
-    n, total, lo = header[:, np.flatnonzero(keep)[it]]
+    n, total, lo = header[:, it]
     occ, line, line_end = occ[it], line[it], line_end[it]
     lo = occ + lo
     if lo.size and int((line_end - lo).max()) > MAX_REST:
