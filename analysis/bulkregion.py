@@ -12,7 +12,7 @@ import numpy as np
 
 from analysis.bulk import LayoutKernel, int64_bytes
 from analysis.grammar import _LINE_OK_MARKS, _MEM_BULK, ITER_N_RE, ITER_RE, _floats, _Layout, _timestamp
-from analysis.locate import Located, gather, locate
+from analysis.locate import Located, gather, locate, memory_values
 from analysis.markers import NEEDLE_RE
 
 
@@ -32,7 +32,11 @@ class BulkRegions:
             self._regex_region(layout, ITER_RE if cr else ITER_N_RE, buf, pos, end, base)
             return
         for unit, rests in found.memory.items():
-            self._peak(_MEM_BULK[unit].findall(rests), unit)
+            values = memory_values(rests, unit)
+            if values is None:
+                self._peak(_MEM_BULK[unit].findall(rests), unit)
+            else:
+                self._peak_floats(values, unit)
         count = found.at.size
         if not count:
             return

@@ -350,10 +350,14 @@ class Scanner(BulkRegions):
     def _peak(self, values: list[bytes], unit: bytes) -> None:
         """Take max-allocated values of memory lines (``unit`` GB or MB, Megatron's "MB" being MiB) into the peak;
         a negative or infinite value (damage: no allocator reports one) is not a reading."""
-        read = [v for v in map(float, values) if 0.0 <= v < math.inf]
-        if read:
-            value = max(read) / (1.0 if unit == b"GB" else 1024.0)
-            self.memory_lines += len(read)
+        self._peak_floats(np.array(list(map(float, values)), np.float64), unit)
+
+    def _peak_floats(self, values: np.ndarray, unit: bytes) -> None:
+        """:meth:`_peak` of values already read (float64)."""
+        read = values[(values >= 0.0) & (values < math.inf)]
+        if read.size:
+            value = float(read.max()) / (1.0 if unit == b"GB" else 1024.0)
+            self.memory_lines += int(read.size)
             if self.peak_gb is None or value > self.peak_gb:
                 self.peak_gb = value
 
