@@ -40,7 +40,7 @@ _HEAD = int(np.frombuffer(b"iteratio", "<u8")[0])
 HEADER_RE = re.compile(rb"[ \t]+(\d+)[ \t]*/[ \t]*(\d+)[ \t]*\|")  # ITER_N_RE's iteration branch after "iteration"
 _TEN = 10 ** np.arange(19, dtype=np.int64)
 _MEMORY_HEAD = np.frombuffer(b" memory (", np.uint8)  # "iterations) memory (GB)": the usual memory line
-MEMORY_WINDOW = 160  # bytes of a memory line's rest in which its max-allocated value is read (else the regex)
+MEMORY_WINDOW = 96  # bytes of a memory line's rest in which its max-allocated value is read (else the regex)
 # _MEM_BULK[b"GB"].search within one line: the first max-allocated value that the pattern reads
 MEMORY_VALUE_RE = re.compile(rb"[^\n]*?mem-max-allocated-gigabytes:[ \t\f\v]*(" + _NUM + rb")[ \t\f\v]*\|")
 _TEMPLATES = 64  # header shapes (or refused headers) read in one region; more: the regex reads the region
@@ -135,31 +135,28 @@ def _headers(buf: bytes, at: np.ndarray) -> tuple[np.ndarray, ...]:
     lo = np.zeros(count, np.int64)
     inside = at + 9 + HEADER <= len(buf)
     window = _windows(buf, np.where(inside, at + 9, 0), HEADER)
-    digit = (window - 48) <= 9  # uint8: the bytes below "0" wrap around
-    # a row's shape: its bytes with every digit as "0" (rows of one shape have the same classes)
-    shape = np.where(digit, np.uint8(48), window)
     filled = (window != 32) & (window != 9)
     first = filled.argmax(axis=1)  # after the blank run: a digit, or the regex fails (a longer run: the regex)
-    todo = ~inside | ~filled.any(axis=1) | digit[np.arange(count), first]
+    todo = ~inside | ~filled.any(axis=1) | (window[np.arange(count), first] - 48 <= 9)
     for _ in range(_TEMPLATES):
         left = np.flatnonzero(todo)
         if not left.size:
             return code, values[0], values[1], lo
         row = int(left[0])
-        todo[row] = False
         m = HEADER_RE.match(buf, int(at[row]) + 9)
         if m is None:
-            continue  # code 0
+            todo[row] = False  # code 0
+            continue
         spans = [(s - at[row] - 9, e - at[row] - 9) for s, e in (m.span(1), m.span(2))]
         width = m.end() - int(at[row]) - 9
         if max(e - s for s, e in spans) > MAX_DIGITS:
-            code[row] = 3
+            code[row], todo[row] = 3, False
             continue
         if width > HEADER or not inside[row]:  # too long for the window: this one header alone
-            code[row], lo[row] = 1, 9 + width
+            code[row], lo[row], todo[row] = 1, 9 + width, False
             values[:, row] = int(m.group(1)), int(m.group(2))
             continue
-        same = left[inside[left] & (shape[left, :width] == shape[row, :width]).all(axis=1)]
+        same = np.flatnonzero(todo & inside & _same(window, row, width))
         code[same], lo[same] = 1, 9 + width
         for k, (s, e) in enumerate(spans):
             digits = window[same, s:e].astype(np.int64) - 48
@@ -185,7 +182,6 @@ def memory_values(rests: pa.Buffer, unit: bytes) -> np.ndarray | None:
     starts = np.concatenate([[0], ends[:-1] + 1])
     inside = starts + MEMORY_WINDOW <= data.size
     window = _windows(rests, np.where(inside, starts, 0), MEMORY_WINDOW)
-    shape = np.where((window - 48) <= 9, np.uint8(48), window)
     todo = np.ones(starts.size, bool)
     lo, hi = np.zeros(starts.size, np.int64), np.zeros(starts.size, np.int64)
     for _ in range(_TEMPLATES):
@@ -205,7 +201,7 @@ def memory_values(rests: pa.Buffer, unit: bytes) -> np.ndarray | None:
                 lo[row], hi[row] = m.span(1)
             continue
         width = m.end() - int(starts[row])
-        same = left[inside[left] & (shape[left, :width] == shape[row, :width]).all(axis=1)]
+        same = np.flatnonzero(todo & inside & _same(window, row, width))
         lo[same], hi[same] = starts[same] + (m.start(1) - starts[row]), starts[same] + (m.end(1) - starts[row])
         todo[same] = False
     return None
@@ -237,6 +233,16 @@ def _memory(buf: bytes, at: np.ndarray, hi: np.ndarray) -> dict[bytes, pa.Buffer
             order = np.argsort(lo, kind="stable")
             rests[unit] = gather(buf, lo[order], end[order])
     return rests
+
+
+def _same(window: np.ndarray, row: int, width: int) -> np.ndarray:
+    """Per row of ``window``: its first ``width`` bytes are those of row ``row``, but that each digit there may be
+    any digit (the rows of one shape)."""
+    digit = window[row, :width] - 48 <= 9  # uint8: the bytes below "0" wrap around
+    fixed = np.ascontiguousarray(window[:, np.flatnonzero(~digit)])
+    same = fixed.view(f"V{fixed.shape[1]}").ravel() == fixed[row].view(f"V{fixed.shape[1]}") if fixed.shape[1] \
+        else np.ones(window.shape[0], bool)
+    return same & (window[:, np.flatnonzero(digit)] - 48 <= 9).all(axis=1)
 
 
 def _windows(buf: bytes, starts: np.ndarray, width: int) -> np.ndarray:
