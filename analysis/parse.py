@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import bulk, split
+from analysis import split
 from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
 from analysis.markers import Marker
 from analysis.scanner import Scanner
@@ -272,7 +272,7 @@ def _read(scanner: Scanner, fh, tail_bytes: int) -> int:
     big = size >= split.SPLIT_MIN_BYTES and split.can_fork()
     cut = split.cut_offset(fh, size, tail_bytes, CHUNK_BYTES) if big else None
     if cut:
-        bulk.warm()  # once, before the fork: both halves need it
+        split.warm()  # once, before the fork: both halves need it
     child = split.start_second_half(name, cut, size, start, tail_bytes, CHUNK_BYTES) if cut else None
     try:
         read = _feed(scanner, fh, 0, cut)
