@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.bulk import indices
+from analysis.bulk import POOL, indices
 from analysis.grammar import _NUM
 
 HEADER = 40  # bytes after "iteration" in which "[ \t]+N[ \t]*/[ \t]*M[ \t]*|" must end
@@ -188,9 +188,9 @@ def memory_values(rests: pa.Buffer, unit: bytes) -> np.ndarray | None:
         left = np.flatnonzero(todo)
         if not left.size:
             found = np.flatnonzero(hi)
-            values = gather_array(rests, lo[found], hi[found]).cast(pa.large_string())
+            values = gather_array(rests, lo[found], hi[found]).view(pa.large_string())  # (the cast checks the text)
             try:
-                return pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
+                return pc.cast(values, pa.float64(), memory_pool=POOL).to_numpy(zero_copy_only=False)
             except pa.ArrowInvalid:
                 return None
         row = int(left[0])
@@ -260,7 +260,7 @@ def gather_array(buf, lo: np.ndarray, hi: np.ndarray) -> pa.Array:
     offsets[1:-1:2], offsets[2:-1:2] = lo, hi
     source = buf if isinstance(buf, pa.Buffer) else pa.py_buffer(buf)
     pieces = pa.Array.from_buffers(pa.large_binary(), 2 * lo.size + 1, [None, pa.py_buffer(offsets), source])
-    return pieces.take(indices(np.arange(1, 2 * lo.size, 2)))
+    return pc.take(pieces, indices(np.arange(1, 2 * lo.size, 2)), memory_pool=POOL)
 
 
 def gather(buf: bytes, lo: np.ndarray, hi: np.ndarray) -> pa.Buffer:

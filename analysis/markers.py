@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import re2
 
 from analysis import catalogue
-from analysis.bulk import indices
+from analysis.bulk import POOL, indices
 from analysis.locate import gather
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -218,8 +218,8 @@ def _scan_distinct(buf: bytes, pos: int, region: memoryview, ends: np.ndarray, s
         keep = np.ones(ends.size, bool)
         keep[np.searchsorted(offsets, skip)] = False
         kept = np.flatnonzero(keep)
-        lines, offsets = lines.take(indices(kept)), offsets[kept]
-    encoded = pc.dictionary_encode(lines)
+        lines, offsets = pc.take(lines, indices(kept), memory_pool=POOL), offsets[kept]
+    encoded = pc.dictionary_encode(lines, memory_pool=POOL)
     distinct = encoded.dictionary  # each line with its "\n", so the needles never match across two lines
     _, d_offsets, d_data = distinct.buffers()
     bounds = np.frombuffer(d_offsets, np.int64)[distinct.offset: distinct.offset + len(distinct) + 1]
