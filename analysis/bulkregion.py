@@ -1,10 +1,11 @@
 """The scanner's bulk path over one region of a log whose iteration lines all have the last accepted layout
-(:class:`analysis.scanner.Scanner` inherits it): memory and iteration lines found in one ``findall`` pass, the
-iteration lines checked and converted together by the Arrow kernels of :mod:`analysis.bulk`. See the speed notes
-of :mod:`analysis.scanner`."""
+(:class:`analysis.scanner.Scanner` inherits it): memory and iteration lines found by :func:`analysis.locate.locate`
+(or one ``findall`` pass where it leaves the region to the regex), the iteration lines checked and converted
+together by the Arrow kernels of :mod:`analysis.bulk`. See the speed notes of :mod:`analysis.scanner`."""
 
 from __future__ import annotations
 
+import math
 import re
 from itertools import compress
 
@@ -18,7 +19,7 @@ from analysis.markers import NEEDLE_RE
 
 class BulkRegions:
     """Mixin of :class:`analysis.scanner.Scanner` (its state: ``it``, ``total``, ``nonfinite_rows``, ``pending``,
-    ``last_off``, ``last_ts``; its per-line path ``_line`` and ``_peak``)."""
+    ``last_off``, ``last_ts``, ``peak_gb``, ``memory_lines``; its per-line path ``_line``)."""
 
     def _fast_region(self, layout: _Layout, buf: bytes, pos: int, end: int, base: int) -> None:
         """[pos, end) when the log's lines so far have ``layout``: memory and iteration lines are found in one pass
@@ -145,6 +146,20 @@ class BulkRegions:
             column.extend(table[:, pick])
         self.pending = None  # the layout has its throughput field: a Step Time line before it is not used
         return True
+
+    def _peak(self, values: list[bytes], unit: bytes) -> None:
+        """Take max-allocated values of memory lines (``unit`` GB or MB, Megatron's "MB" being MiB) into the peak;
+        a negative or infinite value (damage: no allocator reports one) is not a reading."""
+        self._peak_floats(np.array(list(map(float, values)), np.float64), unit)
+
+    def _peak_floats(self, values: np.ndarray, unit: bytes) -> None:
+        """:meth:`_peak` of values already read (float64)."""
+        read = values[(values >= 0.0) & (values < math.inf)]
+        if read.size:
+            value = float(read.max()) / (1.0 if unit == b"GB" else 1024.0)
+            self.memory_lines += int(read.size)
+            if self.peak_gb is None or value > self.peak_gb:
+                self.peak_gb = value
 
 
 def _quiet(layout: _Layout) -> bool:
