@@ -42,13 +42,14 @@ class BulkRegions:
         if not count:
             return
         row = len(self.it)
+        self.quiet = found.start[:0], found.lo[:0], found.newlines  # (for the tail's marker scan)
         if self._add_lines(layout, found.n, found.total, _rests(buf, found), count):
             last = int(found.at[-1])
             if _quiet(layout):  # the marker scan of the tail may leave out these lines, but those with NaN or Inf
                 finite = np.ones(count, bool)
                 nonfinite = np.frombuffer(self.nonfinite_rows, np.int64)
                 finite[nonfinite[np.searchsorted(nonfinite, row):] - row] = False
-                self.quiet = found.start[finite], found.lo[finite]
+                self.quiet = found.start[finite], found.lo[finite], found.newlines
         else:
             last = self._each_line(ITER_N_RE, buf, pos, end, base)
         self._last_at(buf, last, pos, base)

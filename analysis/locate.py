@@ -62,6 +62,7 @@ class Located:
     hi: np.ndarray
     memory: dict[bytes, pa.Buffer]
     start: np.ndarray  # where each iteration line starts
+    newlines: np.ndarray  # every "\\n" of the region (its marker scan needs them too)
 
 
 def locate(buf: bytes, pos: int, end: int) -> Located | None:
@@ -117,7 +118,7 @@ def locate(buf: bytes, pos: int, end: int) -> Located | None:
     if lo.size and int((line_end - lo).max()) > MAX_REST:
         return None
     start = np.where(line > 0, ends[np.maximum(line - 1, 0)] + 1, 0)
-    return Located(occ + pos, n, total, lo + pos, line_end + pos, memory, start + pos)
+    return Located(occ + pos, n, total, lo + pos, line_end + pos, memory, start + pos, ends + pos)
 
 
 def _headers(buf: bytes, at: np.ndarray) -> tuple[np.ndarray, ...]:

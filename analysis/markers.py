@@ -151,16 +151,17 @@ def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str
         yield lo, *table[i]
 
 
-def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, np.ndarray] | None = None,
+def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, ...] | None = None,
                 ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """:func:`scan_markers` as arrays: the offsets (int64, in order), and for each the index of its (text, kind)
     in the table returned, so that a repeated line is one entry (:class:`analysis.tail.MarkerBag` keeps only 16
     markers of a kind: the others cost no Python object).
 
-    ``quiet``: (start, lo) of lines of the region (offsets in ``buf``, in order) whose text from ``lo`` to the
-    line end holds no needle and begins after a ``|`` (accepted iteration lines with finite values and keys that
-    hold no needle: :meth:`analysis.bulkregion.BulkRegions._fast_region`); no needle holds ``|``, so when no
-    ``buf[start:lo]`` holds one either, those lines are no markers and are left out of the search.
+    ``quiet``: (start, lo, newlines): lines of the region (offsets in ``buf``, in order) whose text from ``lo`` to
+    the line end holds no needle and begins after a ``|`` (accepted iteration lines with finite values and keys
+    that hold no needle: :meth:`analysis.bulkregion.BulkRegions._fast_region`), and every ``\\n`` of the region;
+    no needle holds ``|``, so when no ``buf[start:lo]`` holds one either, those lines are no markers and are left
+    out of the search.
 
     Speed (issue 17): a region without ``\\r`` whose lines are at most 2048 bytes (the usual case) has one segment
     per candidate line, the whole line; there Arrow finds the distinct lines (ranks print the same warnings), the
@@ -170,11 +171,10 @@ def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, np.ndar
     if buf.find(b"\r", pos, end) == -1:
         region = memoryview(buf)[pos:end]
         data = np.frombuffer(region, np.uint8)
-        starts = np.flatnonzero(data == 10)
-        starts += 1
+        starts = (quiet[2] - pos + 1) if quiet is not None else np.flatnonzero(data == 10) + 1
         last = int(starts[-1]) if starts.size else 0  # the text after the last line end: a line of its own
         if (np.diff(starts, prepend=0).max(initial=0) <= WINDOW + 1) and end - pos - last <= WINDOW:
-            skip = None if quiet is None or _loud(buf, *quiet) else quiet[0] - pos
+            skip = None if quiet is None or _loud(buf, *quiet[:2]) else quiet[0] - pos
             offsets, which, table = _scan_distinct(buf, pos, region, starts, skip)
             if last < end - pos:
                 more = list(_scan_lines(bytes(region[last:]), pos + last))

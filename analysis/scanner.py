@@ -189,7 +189,7 @@ class Scanner(BulkRegions):
     def _region(self, buf: bytes, pos: int, end: int, base: int) -> None:
         if buf.find(b"\x00", pos, end) != -1 and self.file not in self.nul_files:
             self.nul_files.append(self.file)
-        self.quiet = None  # set by the bulk path: lines of the region that hold no marker
+        self.quiet = None  # set by the bulk path: lines of the region that hold no marker, its "\n"
         self._iterations(buf, pos, end, base)
         if self.in_setup:
             # markers and config lines before the file's first iteration line; the rest of the region is tail
@@ -205,8 +205,8 @@ class Scanner(BulkRegions):
                 return
             pos = stop
         quiet = self.quiet
-        if quiet is not None and quiet[0].size and quiet[0][0] < pos:  # (lines before the first iteration line)
-            quiet = tuple(v[quiet[0] >= pos] for v in quiet)
+        if quiet is not None and quiet[2].size and quiet[2][0] < pos:  # (lines before the first iteration line)
+            quiet = (*(v[quiet[0] >= pos] for v in quiet[:2]), quiet[2][quiet[2] >= pos])
         self.tail.add(buf, pos, end, base, quiet)
 
     def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[bytes, bytes]]:

@@ -58,7 +58,7 @@ class MarkerBag:
             self.counts[kind] += later.counts[kind] - len(first) - len(last)
 
     def scan(self, buf: bytes, pos: int, end: int, base: int, file: str,
-             quiet: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+             quiet: tuple[np.ndarray, ...] | None = None) -> None:
         """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), as :meth:`add`
         would one by one: per kind, the count, the first to fill the first 8 and the last 8 of the others (a
         Marker is made only for those). ``quiet``: lines that hold no marker (:func:`analysis.markers.marker_rows`)."""
@@ -110,7 +110,7 @@ class Tail:
         self.size = 0  # bytes of the regions held
 
     def add(self, buf: bytes, pos: int, end: int, base: int,
-            quiet: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+            quiet: tuple[np.ndarray, ...] | None = None) -> None:
         """Region ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), after every region added before;
         ``quiet``: lines of it that hold no marker, when it is scanned now (:func:`analysis.markers.marker_rows`)."""
         start, length = base + pos, end - pos
