@@ -271,8 +271,6 @@ def _read(scanner: Scanner, fh, tail_bytes: int) -> int:
     scanner.know_size(size, split.reader(name, start))  # opens the file again: maybe after a read error of fh
     big = size >= split.SPLIT_MIN_BYTES and split.can_fork()
     cut = split.cut_offset(fh, size, tail_bytes, CHUNK_BYTES) if big else None
-    if cut:
-        split.warm()  # once, before the fork: both halves need it
     child = split.start_second_half(name, cut, size, start, tail_bytes, CHUNK_BYTES) if cut else None
     try:
         read = _feed(scanner, fh, 0, cut)

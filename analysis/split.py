@@ -110,21 +110,6 @@ def _header(sc: Scanner) -> tuple[dict[str, Any], list[Any]]:
     return header, columns
 
 
-def warm() -> None:
-    """Scan a small made-up log once before the fork: Arrow (take, cast, trim, dictionary_encode), RE2 and numpy set
-    their kernels and buffers up on first use (about 5 ms here), so that the forked half inherits them instead of
-    paying again (issue 17)."""
-    line = ("[2026-11-29 15:08:09] iteration {i:8d}/     100 | elapsed time per iteration (ms): 500.{i} | "
-            "throughput per GPU (TFLOP/s/GPU): 3.0 | lm loss: 7.0{i} | grad norm: 1.0 | global batch size:     8 |\n"
-            "[Rank 0] (after {i} iterations) memory (GB) | mem-max-allocated-gigabytes: 1.{i} | x: 0\n")
-    sample = "RuntimeError: warm-up\n" + "".join(line.format(i=i) for i in range(1, 9))
-    sc = Scanner(1 << 20)
-    sc.feed(sample.encode())  # (its set-up line gets the marker scan; its tail is never scanned)
-    sc.end_lines()
-    sc.drop_truncated()
-    sc.columns()
-
-
 def reader(path: str, base: int) -> Callable[[int, int], bytes]:
     """``reread(stream offset, length)`` of ``path``, whose first byte is at stream offset ``base``."""
     def reread(offset: int, length: int) -> bytes:
