@@ -6,18 +6,20 @@ Here, for a region without ``\\r`` (the only case taken):
 
 - every occurrence of ``iteration`` is found from the aligned 32-bit words of the region (each occurrence holds one
   aligned word of ``iter``, ``tera``, ``erat`` or ``rati``) and confirmed by its 9 bytes;
-- the line of each occurrence ends at the next ``\\n`` (one ``flatnonzero`` of the region);
-- an occurrence followed by a blank is an iteration line when the text after it matches ``[ \\t]+(\\d+)[ \\t]*/[ \\t]*
-  (\\d+)[ \\t]*\\|`` (the iteration branch of ``ITER_N_RE``), read in a window of :data:`HEADER` bytes; ``N`` and
-  ``M`` are converted there (at most 18 digits), the rest is the line after that ``|``;
-- an occurrence followed by ``s)`` may start a memory line; those lines are handed back, and the regex's memory
-  branch runs on them alone (:data:`MEMORY_RE`).
+- an occurrence followed by a blank and a blank or digit may be a header ``[ \\t]+(\\d+)[ \\t]*/[ \\t]*(\\d+)[ \\t]*\\|``
+  (the iteration branch of ``ITER_N_RE``): :func:`_headers` lets the regex decide one of them and reads every
+  header of the same shape at its spans (``N`` and ``M``: at most 18 digits); one followed by ``s)`` may start a
+  memory line (:func:`_memory`: the usual ``iterations) memory (GB)`` by its bytes, any other by
+  :data:`MEMORY_RE`); the regex fails at any other occurrence;
+- per line the first occurrence that may match is the regex's, the rest of the line goes with it; line ends come
+  from one ``flatnonzero`` of the region (handed on to the tail's marker scan).
 
-The answer is what ``ITER_N_RE.findall`` gives, or ``None`` (then the caller runs the regex): ``None`` whenever a
-line holds two occurrences (the regex would take the first one that matches), an occurrence followed by a blank is
-not an intact header within the window, a number is longer than 18 digits, an iteration line's rest is longer
-than 65,536 bytes, a memory line's ``iterations)`` is followed by blanks only (the regex's ``\\s*`` may go on into
-the next line), or the region does not end with ``\\n``. ``tests/analysis/test_locate.py`` compares with the regex.
+The answer is what ``ITER_N_RE.findall`` gives, or ``None`` (then the caller runs the regex): ``None`` when the
+first candidate of a line is undecided (a number over 18 digits, more than 64 header shapes in the region), a
+memory candidate comes before another candidate in its line (the memory branch decides whether that one is read),
+an iteration line's rest is longer than 65,536 bytes, a memory line's ``iterations)`` is followed by blanks only
+(the regex's ``\\s*`` may go on into the next line), or the region does not end with ``\\n``.
+``tests/analysis/test_locate.py`` compares with the regex.
 """
 
 from __future__ import annotations
