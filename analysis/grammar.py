@@ -211,7 +211,7 @@ class Column:
             self._count(first, values.size)
         else:
             self._commit()
-            self.dense.frombytes(np.ascontiguousarray(values, self._np()).tobytes())
+            self.dense.frombytes(memoryview(np.ascontiguousarray(values, self._np())).cast("B"))  # (no copy between)
             self._count(None, values.size)
 
     def frombytes(self, data: bytes) -> None:
@@ -263,6 +263,7 @@ class _Layout:
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
+    quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.bulkregion._quiet)
 
     def clear(self) -> None:
         """Forget the rows and values."""

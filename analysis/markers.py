@@ -7,6 +7,7 @@ Every pattern names the log format it comes from (FACTS.md §6, CASES.md C03-C10
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ import pyarrow.compute as pc
 import re2
 
 from analysis import catalogue
+from analysis.bulk import POOL, indices
+from analysis.locate import gather
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -66,7 +69,7 @@ NEEDLES: tuple[bytes, ...] = tuple(sorted({
 # of lower-cased text (7x slower here); Latin-1 mode, so that bytes that are not UTF-8 are plain bytes
 _RE2_LATIN1 = re2.Options()
 _RE2_LATIN1.encoding = re2.Options.Encoding.LATIN1
-_NEEDLE_RE = re2.compile(b"|".join(re.escape(n) for n in NEEDLES), _RE2_LATIN1)
+NEEDLE_RE = re2.compile(b"|".join(re.escape(n) for n in NEEDLES), _RE2_LATIN1)
 WINDOW = 2048  # bytes kept either side of a needle in a very long line
 
 EXCEPTION_RE = re.compile(_EXCEPTION + r"\s*(.*)")  # the exception kind's pattern, with the message
@@ -119,7 +122,7 @@ def _candidate_segments(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, i
     first needle (a later needle beyond the cut starts another)."""
     low = buf[pos:end].lower()
     covered = 0
-    for m in _NEEDLE_RE.finditer(low):
+    for m in NEEDLE_RE.finditer(low):
         hit = m.start()
         if hit < covered:
             continue
@@ -142,6 +145,23 @@ def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str
 
     Candidates are the segments of :func:`_candidate_segments` (a line, or each ``\\r`` part or 4 KiB window of a
     long line, whose lower-cased text holds a trigger of :data:`NEEDLES`), cleaned by :func:`clean_line`.
+    """
+    offsets, which, table = marker_rows(buf, pos, end)
+    for lo, i in zip(offsets.tolist(), which.tolist(), strict=True):
+        yield lo, *table[i]
+
+
+def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, ...] | None = None,
+                ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """:func:`scan_markers` as arrays: the offsets (int64, in order), and for each the index of its (text, kind)
+    in the table returned, so that a repeated line is one entry (:class:`analysis.tail.MarkerBag` keeps only 16
+    markers of a kind: the others cost no Python object).
+
+    ``quiet``: (start, lo, newlines): lines of the region (offsets in ``buf``, in order) whose text from ``lo`` to
+    the line end holds no needle and begins after a ``|`` (accepted iteration lines with finite values and keys
+    that hold no needle: :meth:`analysis.bulkregion.BulkRegions._fast_region`), and every ``\\n`` of the region;
+    no needle holds ``|``, so when no ``buf[start:lo]`` holds one either, those lines are no markers and are left
+    out of the search.
 
     Speed (issue 17): a region without ``\\r`` whose lines are at most 2048 bytes (the usual case) has one segment
     per candidate line, the whole line; there Arrow finds the distinct lines (ranks print the same warnings), the
@@ -151,15 +171,20 @@ def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str
     if buf.find(b"\r", pos, end) == -1:
         region = memoryview(buf)[pos:end]
         data = np.frombuffer(region, np.uint8)
-        starts = np.flatnonzero(data == 10)
-        starts += 1
+        starts = (quiet[2] - pos + 1) if quiet is not None else np.flatnonzero(data == 10) + 1
         last = int(starts[-1]) if starts.size else 0  # the text after the last line end: a line of its own
         if (np.diff(starts, prepend=0).max(initial=0) <= WINDOW + 1) and end - pos - last <= WINDOW:
-            yield from _scan_distinct(buf, pos, region, starts)
+            skip = None if quiet is None or _loud(buf, *quiet[:2]) else quiet[0] - pos
+            offsets, which, table = _scan_distinct(buf, pos, region, starts, skip)
             if last < end - pos:
-                yield from _scan_lines(bytes(region[last:]), pos + last)
-            return
-    yield from _scan_lines(buf[pos:end], pos)
+                more = list(_scan_lines(bytes(region[last:]), pos + last))
+                offsets = np.concatenate([offsets, np.array([lo for lo, _, _ in more], np.int64)])
+                which = np.concatenate([which, np.arange(len(table), len(table) + len(more), dtype=np.int64)])
+                table += [(text, kind) for _, text, kind in more]
+            return offsets, which, table
+    rows = list(_scan_lines(buf[pos:end], pos))
+    return (np.array([lo for lo, _, _ in rows], np.int64), np.arange(len(rows), dtype=np.int64),
+            [(text, kind) for _, text, kind in rows])
 
 
 def _scan_lines(region: bytes, pos: int) -> Iterator[tuple[int, str, str]]:
@@ -171,17 +196,30 @@ def _scan_lines(region: bytes, pos: int) -> Iterator[tuple[int, str, str]]:
             yield pos + lo, text, kind
 
 
-def _scan_distinct(buf: bytes, pos: int, region: memoryview, ends: np.ndarray) -> Iterator[tuple[int, str, str]]:
-    """:func:`scan_markers` of the lines of ``region`` (``buf[pos:]``) that end at ``ends`` (offsets after each
-    ``\\n``), each at most 2048 bytes without ``\\r``: classify each distinct line once, then find the offsets
-    of the marker lines."""
+def _loud(buf: bytes, start: np.ndarray, lo: np.ndarray) -> bool:
+    """True when some ``buf[start[i]:lo[i]]`` holds a needle (each one ends with ``|``: no needle spans two)."""
+    return start.size > 0 and NEEDLE_RE.search(gather(buf, start, lo).to_pybytes().lower()) is not None
+
+
+def _scan_distinct(buf: bytes, pos: int, region: memoryview, ends: np.ndarray, skip: np.ndarray | None = None,
+                   ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
+    """:func:`marker_rows` of the lines of ``region`` (``buf[pos:]``) that end at ``ends`` (offsets after each
+    ``\\n``), each at most 2048 bytes without ``\\r``, but the lines that start at ``skip`` (offsets in
+    ``region``, in order): classify each distinct line once, then find the offsets of the marker lines."""
+    none = (np.zeros(0, np.int64), np.zeros(0, np.int64), [])
     if not ends.size:
-        return
+        return none
     offsets = np.empty(ends.size + 1, np.int64)
     offsets[0] = 0
     offsets[1:] = ends
     lines = pa.Array.from_buffers(pa.large_binary(), ends.size, [None, pa.py_buffer(offsets), pa.py_buffer(region)])
-    encoded = pc.dictionary_encode(lines)
+    offsets = offsets[:-1]  # where each line starts
+    if skip is not None and skip.size:
+        keep = np.ones(ends.size, bool)
+        keep[np.searchsorted(offsets, skip)] = False
+        kept = np.flatnonzero(keep)
+        lines, offsets = pc.take(lines, indices(kept), memory_pool=POOL), offsets[kept]
+    encoded = pc.dictionary_encode(lines, memory_pool=POOL)
     distinct = encoded.dictionary  # each line with its "\n", so the needles never match across two lines
     _, d_offsets, d_data = distinct.buffers()
     bounds = np.frombuffer(d_offsets, np.int64)[distinct.offset: distinct.offset + len(distinct) + 1]
@@ -190,19 +228,28 @@ def _scan_distinct(buf: bytes, pos: int, region: memoryview, ends: np.ndarray) -
     d_ends = bounds[1:] - bounds[0]
     found: dict[int, tuple[str, str]] = {}
     covered = 0
-    for m in _NEEDLE_RE.finditer(low):
+    for m in NEEDLE_RE.finditer(low):
         if m.start() < covered:
             continue
         i = int(np.searchsorted(d_ends, m.start(), side="right"))  # the distinct line holding the hit
         covered = int(d_ends[i])
-        text = clean_line(bytes(text_of[bounds[i]: bounds[i + 1]]))
-        kind = marker_kind(text)
-        if kind is not None:
-            found[i] = (text, kind)
+        hit = _classified(bytes(text_of[bounds[i]: bounds[i + 1]]))
+        if hit is not None:
+            found[i] = hit
     if not found:
-        return
-    indices = encoded.indices.to_numpy()
-    rows = np.flatnonzero(np.isin(indices, np.fromiter(found, np.int64, len(found))))
-    for row, index in zip(offsets[rows].tolist(), indices[rows].tolist(), strict=True):
-        text, kind = found[index]
-        yield pos + row, text, kind
+        return none
+    line_of = encoded.indices.to_numpy()  # each line's distinct line
+    keys = np.fromiter(found, np.int64, len(found))
+    rows = np.flatnonzero(np.isin(line_of, keys))
+    code = np.full(len(distinct), -1, np.int64)
+    code[keys] = np.arange(keys.size)
+    return offsets[rows] + pos, code[line_of[rows]], list(found.values())
+
+
+@functools.lru_cache(maxsize=4096)
+def _classified(raw: bytes) -> tuple[str, str] | None:
+    """(cleaned text, kind) of a candidate line, or None when it is no marker (cached: the same warnings recur in
+    every region)."""
+    text = clean_line(raw)
+    kind = marker_kind(text)
+    return None if kind is None else (text, kind)

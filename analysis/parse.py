@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import bulk, split
+from analysis import split
 from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
 from analysis.markers import Marker
 from analysis.scanner import Scanner
@@ -165,7 +165,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         source = "step_time_line" if np.isfinite(cols["tflops"]).any() else None
     else:
-        if it.size > 1 and not (np.diff(it) > 0).all():
+        if it.size > 1 and not (it[1:] > it[:-1]).all():  # (no int64 temporary of the size of the column)
             # one record per iteration number; the later line (a later restart) wins
             _, rev_idx = np.unique(it[::-1], return_index=True)
             order = np.sort(it.size - 1 - rev_idx)
@@ -271,8 +271,6 @@ def _read(scanner: Scanner, fh, tail_bytes: int) -> int:
     scanner.know_size(size, split.reader(name, start))  # opens the file again: maybe after a read error of fh
     big = size >= split.SPLIT_MIN_BYTES and split.can_fork()
     cut = split.cut_offset(fh, size, tail_bytes, CHUNK_BYTES) if big else None
-    if cut:
-        bulk.warm()  # once, before the fork: both halves need it
     child = split.start_second_half(name, cut, size, start, tail_bytes, CHUNK_BYTES) if cut else None
     try:
         read = _feed(scanner, fh, 0, cut)

@@ -1,27 +1,23 @@
 """The chunked byte scanner behind ``analysis.parse`` (formats and damage rules: see that module's docstring).
 
 Speed notes (benchmarks/parse.py):
-- one regex with the literal prefix ``iteration`` finds iteration *and* memory lines in a single pass over a
-  chunk (``ITER_N_RE``, with ``[^\n]`` for ``[^\r\n]`` when the chunk holds no ``\r``: about twice as fast); the
-  memory lines' max-allocated values are read by one more regex over the joined memory lines; ``Step Time``
-  lines are found by one more pass only while some iteration line lacks its throughput (then they are paired with
-  iteration lines), and are not read at all once every iteration line carries its throughput;
-- iteration lines of one log share a key sequence (a "layout"). After a file's first iteration line, the lines of
-  a region (a chunk) are checked and converted together when they all have the last accepted layout: one join,
-  one ``translate`` (characters, separators, and "(" only in keys), then numpy finds the separators and Arrow
-  kernels compare the keys and cast the values (``analysis.bulk``; a split and ``map(float)`` when Arrow leaves a
-  value to ``float``); the checks are the per-line ones, and any region where some line fails them goes through
-  the per-line path, so a damaged line costs its region's speed, not numbers;
+- after a file's first iteration line, a region without ``\r`` is located with numpy (:mod:`analysis.locate`:
+  the aligned words of ``iteration``, header and memory-line templates), else (and where that cannot decide) by
+  one regex pass that finds iteration *and* memory lines (``ITER_N_RE``/``ITER_RE``); ``Step Time`` lines are
+  read only while some iteration line lacks its throughput (then they are paired with iteration lines);
+- iteration lines of one log share a key sequence (a "layout"); the lines of a region that all have the last
+  accepted layout are joined, and Arrow kernels compare the keys and cast the values (``analysis.bulk``; where
+  Arrow refuses, one ``translate`` checks characters and separators, then a split and ``float``); a region where
+  some line fails the per-line checks goes through the per-line path (a damaged line costs speed, not numbers);
 - failure markers (and config lines) are searched before a file's first iteration line and in the file's last
-  ``tail_bytes`` (:mod:`analysis.tail`: scanned while a region's bytes are in the cache, no bytes held;
-  ``analysis.markers.scan_markers``: one RE2 pass, each distinct line classified once).
+  ``tail_bytes`` (:mod:`analysis.tail`; ``analysis.markers.marker_rows``: one RE2 pass over distinct lines, the
+  accepted iteration lines that cannot hold a needle left out).
 Memory: per row 8 bytes of iteration number plus 8 per varying column (``grammar.Column``; constant columns
 and the layouts' rows cost nothing per row), at most one chunk of log bytes (issue 17).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from array import array
 from collections.abc import Callable
@@ -193,6 +189,7 @@ class Scanner(BulkRegions):
     def _region(self, buf: bytes, pos: int, end: int, base: int) -> None:
         if buf.find(b"\x00", pos, end) != -1 and self.file not in self.nul_files:
             self.nul_files.append(self.file)
+        self.quiet = None  # set by the bulk path: lines of the region that hold no marker, its "\n"
         self._iterations(buf, pos, end, base)
         if self.in_setup:
             # markers and config lines before the file's first iteration line; the rest of the region is tail
@@ -207,7 +204,10 @@ class Scanner(BulkRegions):
             if self.in_setup or stop == end:
                 return
             pos = stop
-        self.tail.add(buf, pos, end, base)
+        quiet = self.quiet
+        if quiet is not None and quiet[2].size and quiet[2][0] < pos:  # (lines before the first iteration line)
+            quiet = (*(v[quiet[0] >= pos] for v in quiet[:2]), quiet[2][quiet[2] >= pos])
+        self.tail.add(buf, pos, end, base, quiet)
 
     def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[bytes, bytes]]:
         """The Step Time lines' (seconds, TFLOP/s/GPU or b"") in ``buf[pos:end]``, counted (one ``findall``;
@@ -342,16 +342,6 @@ class Scanner(BulkRegions):
         m = (_MEM_GB_RE if unit == b"GB" else _MEM_MB_RE).search(rest)
         if m is not None:
             self._peak([m.group(1)], unit)
-
-    def _peak(self, values: list[bytes], unit: bytes) -> None:
-        """Take max-allocated values of memory lines (``unit`` GB or MB, Megatron's "MB" being MiB) into the peak;
-        a negative or infinite value (damage: no allocator reports one) is not a reading."""
-        read = [v for v in map(float, values) if 0.0 <= v < math.inf]
-        if read:
-            value = max(read) / (1.0 if unit == b"GB" else 1024.0)
-            self.memory_lines += len(read)
-            if self.peak_gb is None or value > self.peak_gb:
-                self.peak_gb = value
 
     # -- columns ---------------------------------------------------------------------------------------------
     def _truncated(self, layout: _Layout) -> bool:

@@ -34,6 +34,7 @@ from analysis.grammar import Column, _make_layout
 from analysis.scanner import Scanner
 
 SPLIT_MIN_BYTES = 8 << 20  # smaller files: one process (a fork and the join cost about 10-20 ms)
+JOIN_PIECE = 4 << 20  # the second half's columns are appended in pieces of this many bytes (multiple of 8)
 LINE_WINDOW = 64 << 10  # the line across the cut's chunk boundary must end within this many bytes either side
 
 
@@ -213,25 +214,32 @@ def join(sc: Scanner, half: tuple[dict[str, Any], Any]) -> bool:
     sizes = iter(header["sizes"])
     snap = _snapshot(sc)
 
-    def read() -> bytes:
+    def read(into: Callable[[bytes], None]) -> None:
+        """The next column, appended by ``into`` in pieces of at most JOIN_PIECE bytes (peak memory)."""
         want = next(sizes)
-        data = fh.read(want)
-        if len(data) != want:
-            raise EOFError(f"the second half's records end after {len(data)} of {want} bytes")
-        return data
+        while want:
+            data = fh.read(min(want, JOIN_PIECE))
+            if not data:
+                raise EOFError(f"the second half's records end {want} bytes early")
+            if len(data) % 8:  # (a piece of whole values: the pipe ends inside one only when the writer died)
+                data += fh.read(8 - len(data) % 8)
+                if len(data) % 8:
+                    raise EOFError("the second half's records end inside a value")
+            into(data)
+            want -= len(data)
 
     try:
         row = len(sc.it)
-        sc.it.frombytes(read())
-        sc.total.frombytes(read())
-        sc.nonfinite_rows.frombytes((np.frombuffer(read(), np.int64) + row).tobytes())
+        read(sc.it.frombytes)
+        read(sc.total.frombytes)
+        read(lambda data: sc.nonfinite_rows.frombytes((np.frombuffer(data, np.int64) + row).tobytes()))
         for raw, runs, ncols in header["layouts"]:
             layout = sc.layouts.get(raw)
             if layout is None:
                 layout = sc.layouts[raw] = _make_layout(list(raw))
             layout.rows.extend(runs, row)
             for j in range(ncols):
-                layout.columns[j].frombytes(read())
+                read(layout.columns[j].frombytes)
     except EOFError:
         _rollback(sc, snap)
         return False

@@ -24,8 +24,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from analysis.grammar import MARKERS_KEPT
-from analysis.markers import TEXT_LIMIT, Marker, scan_markers
+from analysis.markers import TEXT_LIMIT, Marker, marker_rows
 
 
 class MarkerBag:
@@ -55,10 +57,24 @@ class MarkerBag:
                 self.add(marker)
             self.counts[kind] += later.counts[kind] - len(first) - len(last)
 
-    def scan(self, buf: bytes, pos: int, end: int, base: int, file: str) -> None:
-        """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``)."""
-        for lo, text, kind in scan_markers(buf, pos, end):
-            self.add(Marker(kind, text[:TEXT_LIMIT], file, base + lo))
+    def scan(self, buf: bytes, pos: int, end: int, base: int, file: str,
+             quiet: tuple[np.ndarray, ...] | None = None) -> None:
+        """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), as :meth:`add`
+        would one by one: per kind, the count, the first to fill the first 8 and the last 8 of the others (a
+        Marker is made only for those). ``quiet``: lines that hold no marker (:func:`analysis.markers.marker_rows`)."""
+        offsets, which, table = marker_rows(buf, pos, end, quiet)
+        if not offsets.size:
+            return
+        kinds: dict[str, int] = {}
+        kind_of = np.array([kinds.setdefault(kind, len(kinds)) for _, kind in table], np.int64)[which]
+        for kind, code in kinds.items():
+            rows = np.flatnonzero(kind_of == code)
+            self.counts[kind] = self.counts.get(kind, 0) + rows.size
+            first, last = self.kept.setdefault(kind, ([], deque(maxlen=MARKERS_KEPT)))
+            room = MARKERS_KEPT - len(first)
+            for into, picked in ((first, rows[:room]), (last, rows[room:][-MARKERS_KEPT:])):
+                into.extend(Marker(kind, table[i][0][:TEXT_LIMIT], file, base + lo)
+                            for lo, i in zip(offsets[picked].tolist(), which[picked].tolist(), strict=True))
 
     def markers(self) -> Iterator[Marker]:
         """The kept markers, kind after kind."""
@@ -93,12 +109,14 @@ class Tail:
         self.regions: deque[Region] = deque()
         self.size = 0  # bytes of the regions held
 
-    def add(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        """Region ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), after every region added before."""
+    def add(self, buf: bytes, pos: int, end: int, base: int,
+            quiet: tuple[np.ndarray, ...] | None = None) -> None:
+        """Region ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), after every region added before;
+        ``quiet``: lines of it that hold no marker, when it is scanned now (:func:`analysis.markers.marker_rows`)."""
         start, length = base + pos, end - pos
         if self.end is not None and self.end - (start + length) < self.tail_bytes:
             bag = MarkerBag()
-            bag.scan(buf, pos, end, base, self.file)
+            bag.scan(buf, pos, end, base, self.file, quiet)
             self.extend([Region(start, length, bag=bag)])
         elif self.reread is not None:
             self.extend([Region(start, length)])
