@@ -114,7 +114,6 @@ def exit_now(rc: int) -> None:
     after the last line was printed (issue 17). With a child still alive the exit is the normal one, so that
     NeMo-Run's schedulers end their jobs as they always do."""
     import atexit
-    import os
 
     from launchers import preload, render_server
     from launchers.exitwatch import ExitWatch, children, running
@@ -130,12 +129,9 @@ def exit_now(rc: int) -> None:
     if running(children()):
         sys.exit(rc)
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(rc)
+    from contracts.procexit import exit_without_teardown
+
+    exit_without_teardown(rc)
 
 
 if __name__ == "__main__":

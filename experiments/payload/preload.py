@@ -43,6 +43,7 @@ import sys
 import traceback
 from typing import Any
 
+from contracts.procexit import exit_without_teardown
 from experiments.payload.preload_client import HEADER, pidfd
 
 ACCEPT_S = 300.0  # s the server waits for the job before it exits
@@ -181,12 +182,7 @@ def _worker(request: dict[str, Any], fds: list[int], inherited: list[int]) -> No
         traceback.print_exc()
         code = 1
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
+        exit_without_teardown(code)
 
 
 def _wait(pid: int, conn: socket.socket) -> int:
@@ -227,7 +223,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # no teardown of torch and Megatron-Core's thousands of modules (seconds here): nothing is left open
+    exit_without_teardown(main())  # no teardown of torch and Megatron-Core's thousands of modules (seconds here)
