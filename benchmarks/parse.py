@@ -131,12 +131,16 @@ def child_env(tree: Path, **extra: str) -> dict[str, str]:
 def baseline_tree(rev: str, folder: Path, *paths: str) -> Path:
     """``paths`` of git revision ``rev`` (default the ``analysis`` package; none given with ``folder`` alone: use
     ``"."`` for the whole tree) extracted under ``folder``; ``rev`` may instead name a folder that holds such a
-    tree, used as it is. Raises CalledProcessError with git's message for an unknown revision. Shared by the
-    benchmarks' ``--against``."""
+    tree, used as it is. Raises SystemExit with git's message when ``rev`` is neither a folder nor a revision of
+    this repository. Shared by the benchmarks' ``--against``."""
     if Path(rev).is_dir():  # a tree extracted before (a machine without this repository's .git, the lent GPU)
         return Path(rev).resolve()
-    archive = subprocess.run(["git", "archive", rev, *(paths or ("analysis",))], cwd=REPO, capture_output=True,
-                             check=True).stdout
+    res = subprocess.run(["git", "archive", rev, *(paths or ("analysis",))], cwd=REPO, capture_output=True)
+    if res.returncode:
+        raise SystemExit(f"--against {rev}: not a folder, and git archive refused it as a revision of {REPO}: "
+                         f"{res.stderr.decode(errors='replace').strip()}. Give a commit (git log --oneline) or a "
+                         "folder that holds an extracted tree")
+    archive = res.stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
 
