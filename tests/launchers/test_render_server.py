@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ KWARGS = {"title": "sweep", "label": "s1", "python": "python",
 @pytest.fixture
 def server():
     s = render_server.RenderServer()
-    assert s.alive
+    assert s.alive, f"no fork from a process of {threading.active_count()} threads: {threading.enumerate()}"
     yield s
     s.close()
 
