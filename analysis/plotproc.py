@@ -4,7 +4,7 @@ process imports and parses; when the summary is ready the worker draws the plots
 forked process beside it, and hands the PNG bytes back (``analysis.plots.all_plots``, the same figures as drawn
 in this process).
 
-Protocol, over two pipes per worker: messages are an 8-byte little-endian length and a pickle; the parent sends a
+Protocol, over two pipes per worker (``contracts.frames``: a length and a pickle per message): the parent sends a
 Summary (or length 0: exit) and receives ``("ok", {name: png})`` or ``("error", traceback text)``. A worker that
 fails, dies or sends something unreadable costs nothing but time: the parent draws the plots itself
 (``PlotWorker.plots`` falls back to ``all_plots``), so the files written are the same either way.
@@ -20,19 +20,19 @@ import gc
 import os
 import pickle
 import signal
-import struct
 import threading
 import traceback
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from contracts import frames
+
 if TYPE_CHECKING:
     from analysis.results import Summary
 
 __all__ = ["PlotWorker", "can_fork", "collector_paused", "for_plots"]
 
-_LEN = struct.Struct("<Q")
 SECOND = ("loss.png",)  # drawn by the worker's own forked child: the two curve plots cost about the same
 
 
@@ -91,30 +91,6 @@ def _fork() -> int:
         return os.fork()
 
 
-def _send(fd: int, obj: Any) -> None:
-    data = b"" if obj is None else pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(_LEN.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exact(fd: int, n: int) -> bytes:
-    parts, got = [], 0
-    while got < n:
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError(f"pipe closed after {got} of {n} bytes")
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
-
-
-def _receive(fd: int) -> Any:
-    """The next message's object; None for a length-0 message. Raises EOFError when the writer is gone."""
-    (n,) = _LEN.unpack(_read_exact(fd, _LEN.size))
-    return pickle.loads(_read_exact(fd, n)) if n else None
-
-
 def _draw(summary: Summary) -> dict[str, bytes]:
     """All plots of ``summary``, the SECOND ones by a forked child when a fork is safe (else here, in order)."""
     from analysis.plots import PLOTS, all_plots
@@ -128,7 +104,7 @@ def _draw(summary: Summary) -> dict[str, bytes]:
         code = 0
         try:
             os.close(r)
-            _send(w, ("ok", all_plots(summary, SECOND)))
+            frames.send(w, ("ok", all_plots(summary, SECOND)))
         except BaseException:
             code = 1
         finally:
@@ -137,7 +113,7 @@ def _draw(summary: Summary) -> dict[str, bytes]:
     try:
         mine = all_plots(summary, first)
         try:
-            kind, theirs = _receive(r)
+            kind, theirs = frames.receive(r)
         except (EOFError, pickle.UnpicklingError, ValueError, TypeError):
             kind, theirs = "lost", None
     finally:
@@ -156,12 +132,12 @@ def _serve(inbox: int, outbox: int) -> None:
 
     gc.freeze()  # what is loaded now stays out of later collections, also in the child that draws the loss curves
     gc.enable()
-    while (summary := _receive(inbox)) is not None:
+    while (summary := frames.receive(inbox)) is not None:
         try:
             reply = ("ok", _draw(summary))
         except Exception:
             reply = ("error", traceback.format_exc())
-        _send(outbox, reply)
+        frames.send(outbox, reply)
 
 
 class PlotWorker:
@@ -205,8 +181,8 @@ class PlotWorker:
         """The summary's plots, drawn by the worker; drawn here if it fails, dies or was closed."""
         if self.pid:
             try:
-                _send(self._to, for_plots(summary))
-                kind, value = _receive(self._from)
+                frames.send(self._to, for_plots(summary))
+                kind, value = frames.receive(self._from)
             except Exception as exc:  # the transport or the worker failed (an unpicklable value, a dead worker)
                 kind, value = "lost", f"{type(exc).__name__}: {exc}"
                 self.close()
@@ -224,7 +200,7 @@ class PlotWorker:
             return
         pid, self.pid = self.pid, 0
         try:
-            _send(self._to, None)
+            frames.send(self._to, None)
         except OSError:
             pass
         for fd in (self._to, self._from):

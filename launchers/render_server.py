@@ -16,14 +16,12 @@ renders in this process, as without the server.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
-import struct
 import sys
 import threading
 from typing import Any
 
-_LEN = struct.Struct("!Q")
+from contracts import frames
 
 
 class RenderServer:
@@ -47,7 +45,7 @@ class RenderServer:
             _serve(request_r, reply_w)  # never returns
         os.close(request_r)
         os.close(reply_w)
-        self.pid, self._out, self._in = pid, os.fdopen(request_w, "wb"), os.fdopen(reply_r, "rb")
+        self.pid, self._out, self._in = pid, request_w, reply_r
 
     @property
     def alive(self) -> bool:
@@ -59,11 +57,8 @@ class RenderServer:
 
         if self.pid is not None:
             try:
-                request = pickle.dumps((cluster, item, state_dir, kwargs))
-                self._out.write(_LEN.pack(len(request)) + request)
-                self._out.flush()
-                head = self._in.read(_LEN.size)
-                ok, value = pickle.loads(self._in.read(_LEN.unpack(head)[0]))
+                frames.send(self._out, (cluster, item, state_dir, kwargs))
+                ok, value = frames.receive(self._in)
             except Exception:  # noqa: BLE001 - anything on the way: this process renders, the child is let go
                 self.close()
             else:
@@ -77,9 +72,9 @@ class RenderServer:
         cache), it may still be importing NeMo-Run, and it holds nothing of the plan's."""
         if self.pid is None:
             return
-        for stream in (self._out, self._in):
+        for fd in (self._out, self._in):
             try:
-                stream.close()
+                os.close(fd)
             except OSError:
                 pass
         try:
@@ -100,19 +95,21 @@ def _serve(requests: int, replies: int) -> None:
         nemo_run(None)
         from launchers.render import render_job_script
 
-        src, dst = os.fdopen(requests, "rb"), os.fdopen(replies, "wb")
-        while head := src.read(_LEN.size):
-            cluster, item, state_dir, kwargs = pickle.loads(src.read(_LEN.unpack(head)[0]))
+        while True:
+            try:
+                cluster, item, state_dir, kwargs = frames.receive(requests)
+            except EOFError:  # the parent closed the pipe: done
+                break
             try:
                 reply = (True, render_job_script(cluster, item, state_dir=state_dir, **kwargs))
             except Exception as e:  # noqa: BLE001 - the parent raises it
                 reply = (False, e)
             try:
-                data = pickle.dumps(reply)
+                frames.send(replies, reply)  # pickles before it writes: a failure here wrote nothing
+            except OSError:
+                raise
             except Exception as e:  # noqa: BLE001 - an error that does not pickle
-                data = pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}")))
-            dst.write(_LEN.pack(len(data)) + data)
-            dst.flush()
+                frames.send(replies, (False, RuntimeError(f"{type(e).__name__}: {e}")))
     except BaseException:  # noqa: BLE001 - the parent sees the pipe close and renders itself
         code = 1
     finally:
