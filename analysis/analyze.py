@@ -159,7 +159,7 @@ def is_sweep_folder(path: Path) -> bool:
 def _sweep_info(manifest: Manifest) -> dict[str, Any]:
     info = {k: getattr(manifest, k) for k in ("sweep_id", "name", "git_sha", "created", "model", "cluster")}
     info["container"] = manifest.container if isinstance(manifest.container, dict) else {}
-    # what the report shows of the plan (issue 13 item 11): the mode, the plan's warnings (each once), the stages
+    # what the report shows of the plan, so that a validate-only or gated sweep explains itself: the mode, the plan's warnings (each once), the stages
     # and each gated variant's decision (why a stage-3 arm ran or was skipped)
     info["mode"] = manifest.mode
     info["warnings"] = list(dict.fromkeys(manifest.warnings))
@@ -206,7 +206,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         latest = {a.repeat: a for a in ordered}
         for a in ordered:
             ref = a.ref(v.name)
-            # the folder the conductor recorded (a sweep from before issue 13 numbered attempts per variant)
+            # the folder the conductor recorded (older manifests numbered attempts per variant, not per repeat)
             adir = (sd.root / a.log_dir).parent if a.log_dir else sd.attempt_dir(ref)
             ldir = adir / "logs"
             files = log_files(ldir) if ldir.is_dir() else []
@@ -222,7 +222,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             if a.status.live and files:
                 age = now - max(f.stat().st_mtime for f in files)
             name = v.name if not multi else f"{v.name}.r{a.repeat}"
-            # a raw Slurm state, when the conductor recorded one, names causes the manifest status cannot (issue 14)
+            # a raw Slurm state, when the conductor recorded one, names causes the manifest status cannot
+            # (PREEMPTED, NODE_FAIL, OUT_OF_MEMORY)
             scheduler = SchedulerInfo(a.get("scheduler_state") or str(a.status), a.exit_code, tuple(a.flags))
             r = analyze_run(files, name=name, attempt=a.attempt, repeat=a.repeat, effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)

@@ -213,7 +213,7 @@ def classify(
     running = sched in ("running", "submitted")
     if sched == "cancelled" and (log is None or not log.files):
         # cancelled before it wrote a log (a pending job the user cancelled, Ctrl-C locally): no result, and not
-        # a failure of the run either (issue 13 item 5)
+        # a failure of the run either: nothing ran, so there is nothing to judge
         who = "by the user" if "cancelled_by_user" in scheduler.flags else (
             "by Ctrl-C" if "interrupted" in scheduler.flags else "")
         return Verdict("cancelled", "cancelled", (f"cancelled {who} before it wrote a log".replace("  ", " "),

@@ -6,7 +6,7 @@
   - Repeats (more than one usable run on either side): the interval comes from the per-run medians (run-to-run
     noise): a t interval on log(median) differences with the pooled run-to-run variance; the value is the ratio of
     the geometric means of the per-run medians.
-  - Blocks (issue 15): when the two sides share at least 2 blocks (runs with the same repeat index = block index),
+  - Blocks (drift between blocks cancels in ratios within a block): when the two sides share at least 2 blocks (runs with the same repeat index = block index),
     the speedup comes from the ratios within each block (analysis/paired.py, ``paired_blocks_t``) and the verdict
     from analysis/sequential.py: ``equivalent`` when the arm is within +-practical_threshold (TOST), ``faster`` /
     ``slower`` when the interval excludes 1 (in ``repeats=auto`` the group-sequential decision).
@@ -17,7 +17,7 @@
   batch size, sequence length, GPU count or CUDA_DEVICE_MAX_CONNECTIONS (FACTS §2: the overlap gain depends on it).
 - Loss parity: the largest |lm loss(variant) - lm loss(baseline)| / |lm loss(baseline)| over the common steady
   iterations (same seed; repeats are paired by repeat index). Default tolerance 2% (CONTRACTS §7).
-- Trust gate (issue 14): a variant whose lm loss departs from its baseline's beyond the tolerance, or whose grad
+- Trust gate (a speedup of a run that trains differently is not a speedup): a variant whose lm loss departs from its baseline's beyond the tolerance, or whose grad
   norm spikes against it (below), is never called faster or slower: its verdict is ``diverged`` (exit code 4), with
   the speedup kept for reference.
 - Grad-norm spike: at a common steady iteration the variant's grad norm is more than 3x the baseline's and above

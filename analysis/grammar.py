@@ -150,8 +150,8 @@ class Column:
     """A column of float64 (``dtype`` "d") or int64 ("q") values, appended one at a time or in blocks, held
     compactly: a block of one repeated value (bit for bit) as that value and a count, every other value in one
     growing array. Constant columns (batch size, skipped and NaN counts, a constant extra loss, the total
-    iterations) so cost nothing per row, and :meth:`take` hands a column over without a copy (issue 17: flat
-    memory)."""
+    iterations) so cost nothing per row, and :meth:`take` hands a column over without a copy (memory stays
+    flat: the result's arrays plus one chunk)."""
 
     __slots__ = ("blocks", "dense", "dtype", "n", "run")
 

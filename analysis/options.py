@@ -11,7 +11,7 @@ LOSS_TOLERANCE = 0.02  # CONTRACTS §7: loss parity within 2% by default
 N_BOOT = 2000  # bootstrap resamples
 SEED = 1234  # bootstrap seed: the same inputs give the same intervals
 HANG_MIN_S = 600.0  # CASES C09: at least 10 min without a new iteration
-PRACTICAL_THRESHOLD = 0.02  # issue 15: within +-2% an arm is "equivalent" to its baseline
+PRACTICAL_THRESHOLD = 0.02  # within +-2% an arm is "equivalent" to its baseline: smaller effects are noise here
 
 
 class UsageError(ValueError):

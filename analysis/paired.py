@@ -1,4 +1,4 @@
-"""Paired analysis over blocks (CONTRACTS §7, issue 15): an arm's speedup from ratios within each block.
+"""Paired analysis over blocks (CONTRACTS §7): an arm's speedup from ratios within each block.
 
 A block is one run of every kept arm, the baseline included, in a seeded random order (experiments/blocks.py);
 the repeat index of a run is its block index. For each block where both the arm and the baseline have a usable run,
@@ -20,8 +20,8 @@ import numpy as np
 from analysis.options import PRACTICAL_THRESHOLD
 from analysis.results import RunResult, Speedup
 
-# scipy (via analysis.sequential) is imported by the functions that use it: about 1 s here, which a report of
-# loose logs without blocks never needs (issue 17)
+# scipy (via analysis.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
+# loose logs without blocks never needs
 
 CONFIDENCE = 0.95
 

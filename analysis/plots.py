@@ -65,7 +65,7 @@ def throughput_png(summary: Summary) -> bytes | None:
 def decimate(x: np.ndarray, y: np.ndarray, buckets: int = 1000) -> tuple[np.ndarray, np.ndarray]:
     """At most about ``2 * buckets`` points of a curve that look like all of them in a plot some 900 pixels wide:
     the first and last point and, per bucket of consecutive points, its lowest and its highest (spikes stay).
-    Drawing 86,000 points per line took about 1.2 s of a 100 MB log's report; issue 17."""
+    Drawing 86,000 points per line took about 1.2 s of a 100 MB log's report."""
     n = x.size
     if n <= 2 * buckets:
         return x, y
@@ -162,7 +162,7 @@ def breakdown_png(summary: Summary) -> bytes | None:
 
 def drift_png(summary: Summary) -> bytes | None:
     """The baseline's median step time (ms) in each block, per group: the machine's drift over the sweep, which
-    the paired block ratios cancel (issue 15). None without a baseline measured in 2 or more blocks."""
+    the paired block ratios cancel. None without a baseline measured in 2 or more blocks."""
     if not summary.drift:
         return None
     fig = Figure(figsize=(6.5, 3.6))

@@ -1,4 +1,4 @@
-"""Where the step time goes: a per-step breakdown of a torch.profiler Chrome trace (issue 16, ``profile=true``).
+"""Where the step time goes: a per-step breakdown of a torch.profiler Chrome trace (``profile=true``).
 
 Input: the trace the payload captures (:mod:`experiments.payload.profile`; Megatron-Bridge exports it as
 ``profile/torch_profile/rank-0.json.gz``, the Chrome trace format of ``torch.profiler.profile.export_chrome_trace``:

@@ -107,7 +107,7 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
 
 
 def block_design_blocks(summary: Summary) -> list[Block]:
-    """Blocks, control and drift (issue 15): the doubtful banner, the noise floor and the baseline per block."""
+    """Blocks, control and drift (CONTRACTS §7): the doubtful banner, the noise floor and the baseline per block."""
     out: list[Block] = []
     doubtful = sorted({c.doubtful_reason for c in summary.comparisons if c.doubtful and c.doubtful_reason})
     for why in doubtful:

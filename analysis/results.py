@@ -147,7 +147,7 @@ class RunResult:
             "mode": self.mode,
             "config": self.config.to_json(),
             "a2a_ms": fnum(self.a2a_ms),
-            # issue 16 (profile=true): where a profiled step's time goes, ms per step (None when not profiled)
+            # profile=true: where a profiled step's time goes, ms per step (None when not profiled)
             **breakdown_json(self.step_breakdown),
         }
 

@@ -45,13 +45,13 @@ SPENDING, P_FUTILITY and max_blocks = 6 were chosen with the model of benchmarks
 and 404 and checked on 505 (not its default 15): the spending family (O'Brien-Fleming-type, power 1.5 to 3,
 Pocock-type), futility p-values per look (0.1 to 0.6; a conditional-power rule at the current trend is also a
 threshold on |T_k| per look, so this family covers it), max_blocks 5 to 8; a first look after block 3 would cost
-every arm >= 3 blocks, i.e. >= 0.60 of the GPU-hours of 5 fixed blocks, before any arm goes on. The goal of
-issue 15 (at every drift scale from 0.5% to 18%: A/A false positives <= 5%, the power at a 5% speedup of 5 fixed
+every arm >= 3 blocks, i.e. >= 0.60 of the GPU-hours of 5 fixed blocks, before any arm goes on. The design goal
+(at every drift scale from 0.5% to 18%: A/A false positives <= 5%, the power at a 5% speedup of 5 fixed
 interleaved blocks within 5 points, <= 60% of their GPU-hours) is not reachable by any of them: no design with the power at every drift scale
 used less than ~0.69 of the GPU-hours at 18% drift and ~0.76 at 0.5%, and every design at <= 0.60 at 18% drift lost
 >= 13 points of power at 0.5-5% drift (the t statistic with 1-3 degrees of freedom cannot stop an arm in the first
 blocks: an arm 10% faster at 0.5% drift, 4 standard deviations per block, needs T_3 above ~11). This design keeps
-the power and the A/A rate at every drift scale and spends 0.69-0.77 of the GPU-hours (README, per drift scale).
+the power and the A/A rate at every drift scale and spends 0.69-0.77 of the GPU-hours (benchmarks/RESULTS.md, per drift scale).
 The within-run variance of the medians is not used: at 18% drift it is about a seventh of a block's variance, so a
 test valid at every drift must be the t test there; the best test of a two-region family we checked (the t test
 with a lower critical value where the block spread is near the within-run one, a higher one elsewhere, its level

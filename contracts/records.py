@@ -143,7 +143,7 @@ class Variant:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form: every field, nested values copied (``dataclasses.asdict``'s result, about 4x faster:
-        a 1,000-variant manifest serialises each variant twice at plan time; issue 17)."""
+        a 1,000-variant manifest serialises each variant twice at plan time)."""
         d = {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
         d["reasons"] = list(self.reasons)
         d["warnings"] = list(self.warnings)
@@ -192,7 +192,7 @@ def canonical_field(key: str, value: Any) -> Any:
 @dataclass(frozen=True, order=True)
 class RunRef:
     """One attempt of one run: variant name, repeat index (0-based) and attempt number (1-based, per run: a repeat
-    is a repeat, an attempt is a retry of that repeat; issue 13).
+    is a repeat, an attempt is a retry of that repeat, so nightly repeats r0-r2 are each attempt 1).
 
     This is the one name of a run everywhere: its NeMo-Run task and Slurm job name is :attr:`task`
     (``<variant>.r<repeat>.a<attempt>``), its folder ``variants/<variant>/<folder>/`` (SweepDir, :attr:`folder`).

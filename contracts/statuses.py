@@ -77,7 +77,7 @@ class Verdict(StrEnum):
 
     FASTER = "faster"
     SLOWER = "slower"
-    EQUIVALENT = "equivalent"  # within +-practical_threshold by an equivalence test (TOST; issue 15)
+    EQUIVALENT = "equivalent"  # within +-practical_threshold by an equivalence test (TOST)
     NO_SIGNIFICANT_DIFFERENCE = "no_significant_difference"
     NOT_COMPARABLE = "not_comparable"
 
@@ -87,7 +87,7 @@ class Role(StrEnum):
 
     BASELINE = "baseline"
     VARIANT = "variant"
-    CONTROL = "control"  # a second copy of the baseline in every block (control=true; issue 15)
+    CONTROL = "control"  # a second copy of the baseline in every block (control=true): an A/A test of the sweep's noise
 
 
 class Mode(StrEnum):

@@ -1,4 +1,5 @@
-"""Interleaved blocks, the control arm and the adaptive next block (issue 15; CONTRACTS §1, §12).
+"""Interleaved blocks, the control arm and the adaptive next block (CONTRACTS §1, §12): drift between runs cancels
+in ratios taken within a block, which back-to-back repeats turn into a fake speedup.
 
 - A **block** is one run of every kept arm of the open stages (each group's baseline included) in a random order
   drawn from ``random.Random(f"{seed}:{index}")``, where ``seed`` is ``block_seed`` (or, when null, derived from
@@ -11,7 +12,7 @@
   verdict against the baseline must be ``equivalent`` (analysis/compare.py marks the group doubtful otherwise).
 - A gated arm (staged isolation) gets blocks of its own once its gate opens (:func:`schedule_new_arms`): the same
   number of blocks (K_MIN for auto), with its group's baseline and control in each (with ``repeats=1`` there is
-  nothing to pair, so the gated arms run alone, as before issue 15).
+  nothing to pair, so the gated arms run alone).
 """
 
 from __future__ import annotations

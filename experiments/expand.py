@@ -74,8 +74,8 @@ def detect_local_gpus() -> tuple[int, str | None]:
     return len(names), gpu_type
 
 
-# cluster.container=auto (conf/cluster/local.yaml): the profile of the stack this machine runs
-AUTO_CONTAINER = {"gpu": "mbridge_0_6_h200", "cpu": "ci_cpu"}  # GPU: the stack proven on the lent H200
+# cluster.container=auto (conf/cluster/local.yaml): the profile of the stack the local machine runs
+AUTO_CONTAINER = {"gpu": "mbridge_0_6_h200", "cpu": "ci_cpu"}  # GPU: the stack proven on an H200 (docs/GPU.md)
 EP_KEY = "model.expert_model_parallel_size"
 NEEDS_2_GPUS = "overlap arms need at least 2 GPUs (expert parallelism EP >= 2)"
 
@@ -92,8 +92,8 @@ def given_on_command_line(overrides: tuple[str, ...], key: str) -> bool:
 
 def fit_local_ep(model: ModelConfig, job: JobSpec, local_gpus: int,
                  overrides: tuple[str, ...]) -> tuple[ModelConfig, str | None]:
-    """On a local GPU box, shrink the model profile's expert_model_parallel_size to fit the GPUs found (issue 16:
-    on one GPU the default tiny model runs at EP=1). Only when the command line does not set EP itself and the
+    """On a local GPU box, shrink the model profile's expert_model_parallel_size to fit the GPUs found (so that
+    the default job runs on one GPU: the tiny model at EP=1). Only when the command line does not set EP itself and the
     world size comes from the GPUs found; returns the model and a warning, or the model unchanged and None.
     """
     if job.cluster.executor != "local" or not local_gpus or given_on_command_line(overrides, EP_KEY):
@@ -124,7 +124,7 @@ def load_preset(cfg: dict[str, Any]) -> SweepPreset:
 
 def _container_yaml(path: Path) -> dict[str, Any]:
     """The plain data of a container profile's YAML file, read once per file and modification time (a sweep with
-    many groups names the same profile in each; issue 17: about 6 ms per read)."""
+    many groups names the same profile in each; about 6 ms per read)."""
     st = path.stat()
     return _read_yaml(str(path), st.st_mtime_ns, st.st_size)
 

@@ -259,7 +259,7 @@ def render_job(plan: Plan, v: Variant, variant_json: Path, scripts: Any = None,
                before_full: Callable[[], object] | None = None) -> str:
     """The job script of the variant's first run, rendered by the launcher's own builder (NeMo-Run dry run for
     Slurm, the LocalExecutor command line locally) so that ``job.sh`` is what would be submitted. ``scripts``: a
-    :class:`launchers.render.JobScripts`, which renders once per shape (the same text, issue 17); it calls
+    :class:`launchers.render.JobScripts`, which renders once per shape (the same text, one NeMo-Run dry run per shape); it calls
     ``before_full`` (which writes ``variant_json``) before a render that reads the variant file. Without
     ``scripts`` the file must exist."""
     from launchers.render import render_job_script
@@ -337,7 +337,7 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
             files.append((sd.variant_json(v.name), text))
             if render:
                 # the scratch copy of variant.json only for a run rendered in full (a template needs none): 1,000
-                # files in 500 new folders cost about 0.3 s on this disk (issue 17)
+                # files in 500 new folders cost about 0.3 s on a local disk
                 script = render_job(plan, v, tmp.variant_json(v.name), scripts,
                                     functools.partial(write_text, tmp.variant_json(v.name), text))
                 files.append((sd.job_sh(v.name), script.replace(str(scratch), str(sd.root.resolve()))))

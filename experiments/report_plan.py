@@ -1,8 +1,8 @@
 """The readable plan table printed by ``action=plan`` (rich): variant, axes, stage, status, reason.
 
 Up to ``ROWS_LIMIT`` variants, one row each; a larger plan gets one row per knob cell, stage, status and reason, with
-its count of variants and their axis values (rich takes about 1-2 ms per table row here: a 1,000-row table took 1-2 s
-of a 1,000-variant ``action=plan``, issue 17; every variant is in manifest.json and ``action=status``).
+its count of variants and their axis values (rich takes about 1-2 ms per table row: a 1,000-row table took 1-2 s
+of a 1,000-variant ``action=plan``; every variant is in manifest.json and ``action=status``).
 """
 
 from __future__ import annotations

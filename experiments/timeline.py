@@ -3,7 +3,7 @@
 One command per process is the CLI's case; a process that runs several (an API user, the tests) calls
 :func:`reset` before each, and :func:`record` resets after writing.
 
-The figures of issue 16 ("the sweep's fixed wall overhead per run is at most 5 s") come from here rather than from
+The conductor's own overhead (the budget: at most 5 s for a one-run sweep) is measured here rather than as
 "sweep wall minus direct wall", which a torchrun job's own start-up (45-65 s on the H200, varying by 20 s between
 runs) drowns. Times are epoch seconds; every derived figure is in seconds:
 

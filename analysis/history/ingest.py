@@ -159,7 +159,7 @@ def _step_times(run: dict[str, Any], sweep_dir: Path | None, where: str) -> tupl
     if values is None and sweep_dir is not None:
         ref = RunRef(str(run.get("variant")), int(run.get("repeat") or 0), int(run.get("attempt") or 1))
         path = SweepDir(sweep_dir).run_json(ref)
-        if not path.is_file():  # a sweep from before issue 13: attempts numbered per variant, one folder each
+        if not path.is_file():  # an older sweep: attempts numbered per variant, one folder each
             path = sweep_dir / "variants" / ref.variant / f"attempt-{ref.attempt}" / "run.json"
         if path.is_file():
             values, origin = _read_json(path, "run.json").get("step_times_ms"), str(path)

@@ -16,13 +16,13 @@ from typing import Any
 from contracts.exits import ExitCode
 from contracts.statuses import RunOutcome, values
 
-# Verdicts of the nightly judgement (issue 6).
+# Verdicts of the nightly judgement (CONTRACTS §13).
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 WITHIN_NOISE = "within_noise"
 NEW_VARIANT = "new_variant"
 MISSING_TONIGHT = "missing_tonight"
-NOT_TIMED = "not_timed"  # it ran and passed, but validate mode has no timings to judge (issue 13 item 11)
+NOT_TIMED = "not_timed"  # it ran and passed, but validate mode has no timings to judge
 VERDICTS = (REGRESSION, IMPROVEMENT, WITHIN_NOISE, NEW_VARIANT, MISSING_TONIGHT, NOT_TIMED)
 
 # Metrics judged per variant. Throughput (tokens/s/GPU, TFLOP/s/GPU) is the inverse of the step time for a fixed
@@ -45,7 +45,7 @@ class HistoryConfig:
     """
 
     window: int = 7
-    """Rolling baseline: the last ``window`` good nights before tonight (issue 6 default 7)."""
+    """Rolling baseline: the last ``window`` good nights before tonight (default 7: one week)."""
     threshold: float = 0.05
     """Smallest relative change that matters, both directions (Megatron-Bridge CI uses ±5%, FACTS §7)."""
     alpha: float = 0.05
@@ -116,7 +116,7 @@ class SweepInfo:
 
     @property
     def night(self) -> date:
-        """The UTC date of the sweep's creation (issue 6)."""
+        """The UTC date of the sweep's creation: a night is a UTC day, whatever the login node's time zone."""
         return self.created.date()
 
 

@@ -1,5 +1,5 @@
 """The plan-time check of a ``history`` group, light enough for the planner (no SQLAlchemy, no SciPy import for the
-default SQLite URL; issue 17).
+default SQLite URL: those imports take 1-1.5 s, which every plan would pay).
 
 The planner calls :func:`check_settings` on every sweep (docs/CONTRACTS.md §1) so that a bad ``history.*`` value
 fails with exit code 2 before any GPU time is spent. A plain SQLite file URL (``sqlite:///<path>`` or

@@ -284,7 +284,7 @@ def apply_shared_expert_overlap(model: Any, spec: VariantSpec, done: Applied) ->
 
 
 def apply_benchmark(cfg: Any, spec: VariantSpec, done: Applied) -> None:
-    """Benchmark settings (issue 3): mock data, no checkpoint save/load, no evaluation, log every iteration with
+    """Benchmark settings (what a timing needs and nothing a timing would pay for): mock data, no checkpoint save/load, no evaluation, log every iteration with
     throughput, a fixed seed, ``train_iters`` from the variant, and a warm-up shorter than the decay horizon
     (Megatron-Core OptimizerParamScheduler asserts lr_warmup_steps < lr_decay_steps)."""
     ck = cfg.checkpoint

@@ -10,8 +10,8 @@ Kernel names alone do not tell an expert GEMM from a dense one, so while profili
 ``forward`` runs inside ``torch.profiler.record_function("moe_experts")`` (their backward shows up as the autograd
 node ``...GroupedLinearBackward``); :mod:`analysis.profile_breakdown` attributes kernels by these names.
 
-Nsight Systems is not used: the lent H200 has no ``nsys`` on its PATH (device KINDS.md, 2026-11-04), and the
-payload cannot wrap itself in it; the trace records ``"tool": "torch.profiler"``.
+Nsight Systems is not used: ``nsys`` is not on every image's PATH (the H200 image the stack was proven on had
+none), and the payload cannot wrap itself in it; the trace records ``"tool": "torch.profiler"``.
 """
 
 from __future__ import annotations

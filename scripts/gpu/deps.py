@@ -1,4 +1,5 @@
-"""The device bundle's package list, taken from pyproject.toml (issue 16: the bring-up cannot miss a dependency).
+"""The device bundle's package list, taken from pyproject.toml, so that the bring-up cannot
+miss a dependency pyproject names.
 
 Standard library only (tomllib), so the device image's bare ``python3`` runs it as well as the workstation's.
 
@@ -23,7 +24,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# On the lent H200's image already (device KINDS.md package list, read 2026-11-17): imported from there, not carried.
+# On the H200 device image already (its pip freeze, device stage `info`): imported from there, not carried.
 ON_IMAGE = frozenset({"rich", "numpy", "scipy", "matplotlib", "filelock", "pyarrow"})
 # distribution -> import name, where they differ
 IMPORT_NAMES = {"hydra-core": "hydra", "google-re2": "re2", "nemo-run": "nemo_run", "pyyaml": "yaml",

@@ -1,4 +1,5 @@
-"""Megatron-Bridge's ``pretrain`` run directly on a variant's config, without the payload's additions (issue 16).
+"""Megatron-Bridge's ``pretrain`` run directly on a variant's config, without the payload's additions: the reference
+that shows what the payload's own checks and logging cost in step time.
 
     torchrun --nproc-per-node=1 scripts/gpu/direct_pretrain.py VARIANT_JSON OUT_DIR [--log-interval 10]
 

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# Issue 17's CPU benchmarks on the lent H200 host, pinned to 2 cores (the count of the workstation the targets are
-# set for) and with no GPU visible, so that the default main job validates on the CPU as it does there. The host
-# is quiet, which the shared 2-core workstation is not while other engineers run jobs; every figure is a ratio
-# against the baseline tree in the same run, as on the workstation.
+# The CPU benchmarks on a GPU host, pinned to 2 cores (a small workstation's count) and with no GPU visible, so
+# that the default main job validates on the CPU as it does on a CPU-only machine. A quiet host gives steadier
+# figures than a shared workstation; every figure is still a ratio against the baseline tree in the same run.
 #
 #   bash scripts/gpu/h200_cpu_bench.sh BASE_TREE main plan parse report
 #
 # BASE_TREE: a folder holding the baseline revision's tree (git archive REV | tar -x -C results/base_REV; carried,
-# the lent machine has no .git). Needs the bundle installed (device_stage.sh recv assemble install). Output in $OUT.
+# the device machine has no .git). Needs the bundle installed (device_stage.sh recv assemble install). Output in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 GPU_SITE=${GPU_SITE:-/tmp/site}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 16 runs ON THE DEVICE after the bring-up (scripts/gpu/sequence.sh prints the whole call sequence):
+# The GPU budget's runs (the default job, the benchmark model, the overhead against direct runs), ON THE DEVICE
+# after the bring-up (scripts/gpu/sequence.sh prints the whole call sequence):
 #   bash scripts/gpu/h200_issue16.sh default          # the main job with NO overrides (1 GPU: EP=1, overlap pruned)
 #   bash scripts/gpu/h200_issue16.sh bench NAME OVR.. # model=moe_bench_h200 through the sweep, profile=true,
 #                                                     # 20 iterations, nvidia-smi dmon sampled in the background

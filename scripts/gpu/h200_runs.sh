@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Issue 7 runs ON THE DEVICE, after the bring-up (scripts/gpu/README.md), from the repository root:
+# Sweeps of the GPU path, run ON THE DEVICE after the bring-up (scripts/gpu/README.md), from the repository root:
 #   bash scripts/gpu/h200_runs.sh train          # tiny_moe through the sweep (LocalExecutor + torchrun, 1 GPU):
 #                                                #   the isolation sweep at EP=1 (baseline trains, overlap pruned)
 #                                                #   and the overlap arm forced through with preflight=off
 #   bash scripts/gpu/h200_runs.sh overhead 1 2   # qwen3_moe_1b: sweep run k, then a direct torchrun of the same
 #                                                #   payload and variant.json (interleaved, for k in the arguments)
-#   bash scripts/gpu/h200_runs.sh ep2            # issue 8 (2-GPU machine): the isolation sweep of qwen3_moe_1b at
+#   bash scripts/gpu/h200_runs.sh ep2            # 2-GPU machine: the isolation sweep of qwen3_moe_1b at
 #                                                #   EP=2 over both GPUs (alltoall arms; flex pruned: no DeepEP)
-#   bash scripts/gpu/h200_runs.sh aa             # issue 15: A/A with the control arm (qwen3_moe_1b, 1 GPU):
+#   bash scripts/gpu/h200_runs.sh aa             # A/A with the control arm (qwen3_moe_1b, 1 GPU):
 #                                                #   baseline + a2a.ovl0.dw0.ctl, repeats=auto up to 3 blocks
-#   bash scripts/gpu/h200_runs.sh ab             # issue 15: A/B at EP=1: alltoall against allgather,
+#   bash scripts/gpu/h200_runs.sh ab             # A/B at EP=1: alltoall against allgather,
 #                                                #   3 interleaved blocks (6 runs of ~75 s fit one 600 s call)
-#   bash scripts/gpu/h200_runs.sh ab_bench       # issue 15: the same A/B on moe_bench_h200 (4 layers, compute-bound),
+#   bash scripts/gpu/h200_runs.sh ab_bench       # the same A/B on moe_bench_h200 (4 layers, compute-bound),
 #                                                #   repeats=auto up to 3 blocks
 #   bash scripts/gpu/h200_runs.sh pack           # $R (results/gpu) -> $OUT/results_gpu.tgz
 # Every step goes on when an earlier one fails (each records its exit code in $R/timing.tsv).
@@ -58,7 +58,7 @@ for phase in "$@"; do
       overlap=off delay_wgrad=off repeats=3 block_seed=15 payload.train_iters=15
     ;;
   ab_bench)
-    # issue 15, second try: the compute-bound benchmark model (0.5% spread between runs, issue 16) at EP=1, 4 layers,
+    # the compute-bound benchmark model (0.5% spread between runs; qwen3_moe_1b drifts by ~28%) at EP=1, 4 layers,
     # alltoall against allgather, repeats=auto up to 3 blocks (at most 6 runs of ~75 s: one 600 s call)
     run_sweep ab_bench model=moe_bench_h200 model.num_layers=4 cluster.gpus_per_node=1 sweep=full \
       dispatcher=alltoall,allgather overlap=off delay_wgrad=off repeats=auto max_blocks=3 block_seed=16 \

@@ -1,10 +1,9 @@
 """Measure the dense matrix-product ceiling of one GPU (bf16 by default), in TFLOP/s.
 
-Issue 7 reports the payload's achieved TFLOP/s/GPU against a ceiling measured in the same device session; this
-script is that measurement (device stage `matmul`, scripts/gpu/device_stage.sh).
+The payload's achieved TFLOP/s/GPU means something only against a ceiling measured on the same GPU shortly before;
+this script is that measurement (device stage `matmul`, scripts/gpu/device_stage.sh).
 
-Method (/work/.library/device/METHOD.md): random normal inputs (never zeros, which ran 13% faster on an H200
-here), a correctness check against a float32 product of the same inputs, warm-up products first, then each timed
+Method: random normal inputs (never zeros, which ran 13% faster on an H200), a correctness check against a float32 product of the same inputs, warm-up products first, then each timed
 product bracketed by its own pair of CUDA events; the figure is the median. Two input sets are alternated so that
 no product reuses the previous one's operands. One m x k by k x n product counts 2*m*n*k floating-point operations.
 For reference, KINDS.md records 769-798 TFLOP/s for an 8192^3 bf16 product through PyTorch on this machine kind.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Workstation half of the H200 bring-up (scripts/gpu/README.md has the whole sequence).
 #
-# Downloads everything the lent H200 machine lacks into the git-ignored folder .gpu/, then packs it into
+# Downloads everything the H200 device image lacks into the git-ignored folder .gpu/, then packs it into
 # carry-sized folders .gpu/c1 .. .gpu/cN (one per device `run` call; the device tool carries at most 64 MiB
 # per call, the working tree included). Nothing here needs a GPU; run it from any directory.
 #   .gpu/dl/whl/   wheels: Megatron-Core 0.19.2, Megatron-Bridge 0.6.2 and the imports they need that the
@@ -43,7 +43,7 @@ dl() { local dest=$1; shift; quiet python3 -m pip download -q --no-deps --only-b
 
 echo "== 1. Megatron wheels and the imports on the pretrain path that the device image lacks"
 # Found by importing megatron.bridge.training.{pretrain,gpt_step} in a bare Python 3.12 + torch 2.11 venv
-# until nothing was missing (first H200 bring-up, 2026-11-29).
+# until nothing was missing.
 # shellcheck disable=SC2086
 dl $G/dl/whl $GPU_PINS \
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \

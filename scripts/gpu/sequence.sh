@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Print the whole device sequence, in order, as the `run` calls to make back to back (issue 16): the bring-up
+# Print the whole device sequence, in order, as the `run` calls to make back to back (a call more than 30 s after the last gets a bare machine): the bring-up
 # (one call per carried part .gpu/cK, the last one installing and checking everything) and then the runs.
 # It reads how many parts scripts/gpu/prepare_workstation.sh made; run that first (PART_MIB=62 makes 4 parts when
 # the working tree is small). Usage: bash scripts/gpu/sequence.sh [bringup|runs|all]   (default all)
