@@ -29,7 +29,9 @@ Axes: dispatcher=alltoall,allgather,deepep,hybridep,ncclep  overlap=on,off  dela
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse overrides, dispatch the action and return its exit code."""
+    """The CLI: ``-h``/``--help``/``help`` prints the keys (flags, as Hydra's own apps take them, before any
+    override is read); else the overrides are composed once and the composed action runs. Returns the exit code
+    (CONTRACTS §5) instead of exiting; ``python -m experiments.sweep`` exits with it through ``sys.exit``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in argv):
         print(HELP)

@@ -16,9 +16,10 @@ last: the run is finished once it exists). Holds (``hold_s``) are not supported 
 stage opened after the first one was analysed), so that one process validates every run of a local validate sweep
 and the libraries are imported once per sweep. The launcher hands it more runs as ``more-<n>.json`` (n = 1, 2,
 ...) next to RUNS_JSON and ends it with a ``done`` file. After ``IDLE_S`` seconds (s) without either, it writes
-``closed`` and exits. The ``lock`` file (``fcntl.flock``) orders the two sides: the launcher writes a ``more-<n>.json`` only while holding it and only
-when ``closed`` is absent, and this process writes ``closed`` only while holding it and only when no
-``more-<n>.json`` is waiting, so a handed-over run is never lost (:class:`launchers.validate_batch.ValidateBatch`).
+``closed`` and exits. The ``lock`` file (``fcntl.flock``) orders the two sides: the launcher writes a
+``more-<n>.json`` only while holding it and only when ``closed`` is absent, and this process writes ``closed`` only
+while holding it and only when no ``more-<n>.json`` is waiting, so a handed-over run is never lost
+(:class:`launchers.validate_batch.ValidateBatch`).
 
 Exit code: 0 when every run exited 0, else the first nonzero run exit code; 10 for a bad RUNS_JSON.
 """

@@ -121,3 +121,14 @@ def test_a_quoted_dry_run_is_a_string_and_exits_2(tmp_path: Path, cache: Path) -
     res = _cli("dry_run='true'", f"results_root={tmp_path / 'r'}", cache=cache)
     assert res.returncode == 2 and "dry_run='true' must be true or false" in res.stderr
     assert _files(tmp_path) == []
+
+
+def test_the_keys_given_under_a_group_are_hydras_parsed_keys() -> None:
+    from experiments.compose import compose_overrides
+
+    composed = compose_overrides(["analysis.bootstrap=500", "history.window=3", "+history.note='a=b'",
+                                  "history.threshold=0.1", "model.seq_length=2048", "action='status'"])
+    assert composed.given("analysis") == {"bootstrap"}
+    assert composed.given("history") == {"window", "note", "threshold"}
+    assert composed.given("payload") == set()
+    assert composed.base["action"] == "status" and composed.base["history"]["note"] == "a=b"
