@@ -30,8 +30,7 @@ def write_report(summary: Summary, out_dir: Path,
     """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths.
 
     ``images(summary)`` gives the plots as ``{file name: PNG bytes}`` (default: ``analysis.plots.all_plots``,
-    drawn here; ``python -m analysis.report`` passes ``analysis.plotproc.PlotWorker.plots``, which draws them in
-    forked processes). Every file is written before this returns, summary.json last (a report that failed half
+    drawn here). Every file is written before this returns, summary.json last (a report that failed half
     way has none, so nothing reads it as complete)."""
     out_dir = Path(out_dir)
     from analysis.render import document, to_html, to_markdown
@@ -93,7 +92,8 @@ _LAZY = ("analyze_files", "analyze_sweep", "is_sweep_folder")
 
 def __getattr__(name: str) -> Any:
     """``analyze_files``, ``analyze_sweep`` and ``is_sweep_folder`` come from :mod:`analysis.analyze` on first use
-    (PEP 562): importing this module for ``Options`` or ``Summary`` does not import scipy (about 1 s; issue 17)."""
+    (PEP 562): importing this module for ``Options`` or ``Summary`` does not import scipy (about 1 s), which
+    ``action=status`` and the plan never use."""
     if name in _LAZY:
         from analysis import analyze
 

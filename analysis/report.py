@@ -13,18 +13,14 @@ written: with ``--out`` a sweep folder is read only, so a colleague's read-only 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.options import Options, UsageError
-from analysis.plotproc import PlotWorker, collector_paused
 from contracts.exits import ExitCode, combine
 
 __all__ = ["main"]
-
-_OWN_PROCESS = False  # True when run as ``python -m analysis.report`` (not a caller's main()): gc.freeze is safe
 
 
 class _ArgError(Exception):
@@ -53,7 +49,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The CLI; returns the exit code (CONTRACTS §5) instead of exiting, so the sweep can call it in-process."""
     parser = _parser()
-    worker = None
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
         paths = [Path(p) for p in args.paths]
@@ -62,13 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError(f"no such file or folder: {p}")
         options = Options(warmup=args.warmup, tolerance=args.tolerance, n_boot=args.bootstrap,
                           hang_min_s=args.hang_min_s)
-        # the plots' worker imports matplotlib on the other core while this process imports the parser and parses;
-        # numpy and the result types, which both need, are imported once, before the fork
-        with collector_paused(freeze=_OWN_PROCESS):
-            import analysis.results  # noqa: F401
-
-            worker = PlotWorker.start()
-            from analysis.api import analyze_files, analyze_sweep, is_sweep_folder
+        from analysis.api import analyze_files, analyze_sweep, is_sweep_folder
 
         sweeps = [p for p in paths if is_sweep_folder(p)]
         if sweeps and len(sweeps) != len(paths):
@@ -81,33 +70,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                  for s in sweeps] if sweeps
                 else [(analyze_files(paths, baseline=args.baseline, options=options), args.out or Path("report"))])
     except (_ArgError, UsageError) as exc:
-        if worker:
-            worker.close()
         print(f"analysis.report: error: {exc}", file=sys.stderr)
         if isinstance(exc, _ArgError):
             parser.print_usage(sys.stderr)
         return ExitCode.USAGE
-    except BaseException:
-        if worker:
-            worker.close()
-        raise
     from analysis.api import print_summary, write_report
 
     codes = []
-    with worker or contextlib.nullcontext():
-        for summary, out in jobs:
-            write_report(summary, out, images=worker.plots if worker else None)
-            if not args.quiet:
-                print_summary(summary, out)
-            codes.append(summary.exit_code)
+    for summary, out in jobs:
+        write_report(summary, out)
+        if not args.quiet:
+            print_summary(summary, out)
+        codes.append(summary.exit_code)
     return int(combine(*codes))
 
 
 if __name__ == "__main__":
-    _OWN_PROCESS = True
-    code = main()
-    # Every output file is written and closed by now (atomically). Skip the interpreter's teardown, which frees
-    # the parsed columns and some 300 modules one by one (about 0.09 s on this machine; issue 17).
-    from contracts.procexit import exit_without_teardown
-
-    exit_without_teardown(code)
+    sys.exit(main())

@@ -12,10 +12,9 @@ errors name the bad key or option, list the valid ones and suggest the closest s
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import itertools
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,18 +40,26 @@ class Composed:
     """The composed config for each combination of swept config-group choices, plus the axes.
 
     ``configs`` maps a tuple of ``(group, option)`` pairs for swept groups (empty when none) to a plain dict.
-    ``knobs`` holds the command-line restriction of each knob axis (``None`` when not given).
+    ``knobs`` holds the command-line restriction of each knob axis (``None`` when not given). ``keys``: the key
+    or group of each override, as Hydra's override parser reads it (``+history.db_url=x`` sets
+    ``history.db_url``; quotes are Hydra's, so ``"action='status'"`` sets ``action``).
     """
 
     configs: dict[tuple[tuple[str, str], ...], dict[str, Any]]
     knobs: dict[str, tuple[Any, ...] | None]
     extra_axes: tuple[Axis, ...]
     overrides: tuple[str, ...]
+    keys: tuple[str, ...] = ()
 
     @property
     def base(self) -> dict[str, Any]:
         """The config of the first group combination (what top-level keys are read from)."""
         return next(iter(self.configs.values()))
+
+    def given(self, group: str) -> set[str]:
+        """The keys below ``group`` (``history``, ``analysis``) that the command line sets, adds or deletes:
+        ``analysis.bootstrap=500`` gives ``{"bootstrap"}``."""
+        return {k.split(".", 1)[1] for k in self.keys if k.startswith(group + ".")}
 
 
 def group_options(group: str) -> list[str]:
@@ -84,34 +91,32 @@ def _parse(overrides: list[str]):
                           "e.g. 'model.tag=\"a,b\"'") from None
 
 
-@contextlib.contextmanager
-def core_plugins_only() -> Iterator[None]:
-    """Hydra's plugin registry scanned with its core plugins only, not the ``hydra_plugins`` namespace.
+@functools.cache
+def use_core_plugins() -> None:
+    """Make Hydra's plugin registry (``hydra.core.plugins.Plugins.instance()``, one per process) with its core
+    plugins only, unless it exists already or ``hydra_plugins`` is imported already (then it is left as it is).
 
-    Hydra 1.3 (``hydra/core/plugins.py``, ``Plugins._initialize``) imports every module under the ``hydra_plugins``
-    namespace package of the environment once per process, and treats an ImportError of ``hydra_plugins`` as "no
+    Hydra 1.3 builds the registry on first use by importing every module under the ``hydra_plugins`` namespace
+    package of the environment (``Plugins._initialize``), and it treats an ImportError of ``hydra_plugins`` as "no
     plugin installed". The sweep composes ``conf/`` from its file config source (a core plugin) and expands its
     axes in its own code, so it uses no third-party launcher, sweeper, search-path or config-source plugin; in a
     Megatron-Bridge environment the scan imported multi-storage-client's config-source plugin and with it
-    multi-storage-client, jsonschema and opentelemetry: 0.8 s of the 2.5 s before composition on the lent H200
-    (issue 16, ``python -X importtime``). Inside this block ``hydra_plugins`` cannot be imported; the registry made
-    here (a singleton) keeps the core plugins for the rest of the process. A registry made before is left alone."""
-    if "hydra_plugins" in sys.modules or _plugins_ready():
-        yield
+    multi-storage-client, jsonschema and opentelemetry, about 0.8 s before composition (``python -X importtime``).
+    So ``hydra_plugins`` is unimportable while the registry is made, and importable again right after (a later
+    ``import hydra_plugins`` gets the real package); the registry, once made, never scans again. Called once per
+    process, before the first compose.
+    """
+    from hydra.core.plugins import Plugins
+
+    if "hydra_plugins" in sys.modules:
+        Plugins.instance()
         return
     sys.modules["hydra_plugins"] = None  # type: ignore[assignment]  # import raises ImportError: "no plugins"
     try:
-        yield
+        Plugins.instance()
     finally:
         if sys.modules.get("hydra_plugins", 0) is None:
             del sys.modules["hydra_plugins"]
-
-
-def _plugins_ready() -> bool:
-    from hydra.core.plugins import Plugins
-    from hydra.core.singleton import Singleton
-
-    return Plugins in Singleton._instances
 
 
 def _compose(group_choices: dict[str, str], value_overrides: list[str]) -> dict[str, Any]:
@@ -119,7 +124,8 @@ def _compose(group_choices: dict[str, str], value_overrides: list[str]) -> dict[
     from omegaconf import OmegaConf
 
     ov = [f"{g}={o}" for g, o in group_choices.items()] + value_overrides
-    with core_plugins_only(), initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    use_core_plugins()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         try:
             cfg = compose(config_name="config", overrides=ov)
         except Exception as e:
@@ -213,7 +219,7 @@ def compose_overrides(overrides: list[str]) -> Composed:
             else:
                 fixed_ov.append(text)
         if any(adding for _, _, _, adding in value_overrides):
-            # Hydra takes '+key=' anywhere, so a new key is checked before it is composed in (issue 13: '+modle=' was
+            # Hydra takes '+key=' anywhere, so a new key is checked before it is composed in (else '+modle=' would be
             # accepted and ignored); only commands that add keys pay for this second composition
             probe = _compose(choices, [])
             for key, _, _, adding in value_overrides:
@@ -223,13 +229,14 @@ def compose_overrides(overrides: list[str]) -> Composed:
             configs[tuple(sorted(combo.items()))] = _compose(choices, fixed_ov)
         except ConfigError:
             # name the unknown key and the valid ones (a second composition, only on this error path: every
-            # successful command composes once per combination, about 0.2 s less; issue 17)
+            # successful command composes once per combination)
             probe = _compose(choices, [])
             for key, _, _, adding in value_overrides:
                 _check_key(probe, key, adding)
             raise
     axes = tuple(Axis(k, v) for k, v in extra.items())
-    return Composed(configs=configs, knobs=knobs, extra_axes=axes, overrides=tuple(overrides))
+    return Composed(configs=configs, knobs=knobs, extra_axes=axes, overrides=tuple(overrides),
+                    keys=tuple(o.key_or_group for o in parsed))
 
 
 def _hashable(v: Any) -> Any:

@@ -35,7 +35,7 @@ from experiments.blocks import (
     with_controls,
 )
 from experiments.checks import check_all, check_git, check_writable
-from experiments.compose import compose_overrides
+from experiments.compose import Composed, compose_overrides
 from experiments.expand import Expansion, JobSpec, expand
 from experiments.settings import SWEEP_ID_RE, SweepSettings  # noqa: F401  (re-exported: the planner's API)
 
@@ -134,13 +134,14 @@ def _estimate_hours(exp: Expansion, runs: list[str], variants: tuple[Variant, ..
     return sum(h(n) for n in runs) + later
 
 
-def make_plan(overrides: list[str], now: dt.datetime | None = None) -> Plan:
-    """Compose, expand and preflight; decide id, folder, mode and run order. Writes nothing.
+def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -> Plan:
+    """Compose (unless ``overrides`` is composed already: the CLI composes once), expand and preflight; decide id,
+    folder, mode and run order. Writes nothing.
 
     Raises:
         ConfigError: any bad input (exit code 2), including an invalid baseline or the GPU-hour guard.
     """
-    composed = compose_overrides(overrides)
+    composed = overrides if isinstance(overrides, Composed) else compose_overrides(overrides)
     timeline.mark("composed")
     cfg = composed.base
     settings = SweepSettings.from_cfg(cfg)
@@ -259,7 +260,7 @@ def render_job(plan: Plan, v: Variant, variant_json: Path, scripts: Any = None,
                before_full: Callable[[], object] | None = None) -> str:
     """The job script of the variant's first run, rendered by the launcher's own builder (NeMo-Run dry run for
     Slurm, the LocalExecutor command line locally) so that ``job.sh`` is what would be submitted. ``scripts``: a
-    :class:`launchers.render.JobScripts`, which renders once per shape (the same text, one NeMo-Run dry run per shape); it calls
+    :class:`launchers.render.JobScripts`, which renders once per shape (the same text, one dry run); it calls
     ``before_full`` (which writes ``variant_json``) before a render that reads the variant file. Without
     ``scripts`` the file must exist."""
     from launchers.render import render_job_script
@@ -323,10 +324,7 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
 
     files: list[tuple[Path, str]] = []
     scratch = Path(tempfile.mkdtemp(prefix="moe-plan-")).resolve()
-    from launchers import render_server
-
-    # one NeMo-Run dry run per shape, the same text, in the child that imported NeMo-Run meanwhile (issue 17)
-    scripts = JobScripts(render_server.current())
+    scripts = JobScripts()  # one NeMo-Run dry run per shape, the same text for every variant of it
     try:
         tmp = SweepDir(scratch)
         tmp.variants.mkdir()  # where the template's placeholder variant sits while it renders
@@ -336,8 +334,8 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
             text = dumps(variant_payload(plan, v))
             files.append((sd.variant_json(v.name), text))
             if render:
-                # the scratch copy of variant.json only for a run rendered in full (a template needs none): 1,000
-                # files in 500 new folders cost about 0.3 s on a local disk
+                # the scratch copy of variant.json only for a run rendered in full (a template needs none), so a
+                # 1,000-variant plan does not write 1,000 scratch files it never reads
                 script = render_job(plan, v, tmp.variant_json(v.name), scripts,
                                     functools.partial(write_text, tmp.variant_json(v.name), text))
                 files.append((sd.job_sh(v.name), script.replace(str(scratch), str(sd.root.resolve()))))

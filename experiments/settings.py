@@ -1,7 +1,8 @@
 """The top-level keys of conf/config.yaml, validated (CONTRACTS §1): :class:`SweepSettings`.
 
-Kept apart from the planner so that ``action=status`` and ``action=cancel`` (``experiments/quick.py``) read them
-without importing the planner's expansion and rule table.
+The CLI reads them from the one Hydra composition of its command line (:func:`experiments.compose.compose_overrides`)
+and dispatches on :attr:`SweepSettings.effective_action`. Kept apart from the planner so that ``action=status``,
+``cancel``, ``collect`` and a resume read them without importing the planner's expansion and rule table.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class SweepSettings:
 
     @property
     def effective_action(self) -> str:
+        """The action to run: ``plan`` for ``dry_run=true`` (an alias of ``action=plan``), else ``action``."""
         return "plan" if self.dry_run else self.action
 
     @classmethod

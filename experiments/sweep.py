@@ -13,7 +13,6 @@ Exit codes (CONTRACTS §5): 0 ok, 2 usage/config error, 3 a run failed, 4 regres
 from __future__ import annotations
 
 import sys
-import time
 
 from contracts.exits import ExitCode
 
@@ -30,7 +29,9 @@ Axes: dispatcher=alltoall,allgather,deepep,hybridep,ncclep  overlap=on,off  dela
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse overrides, dispatch the action and return its exit code."""
+    """The CLI: ``-h``/``--help``/``help`` prints the keys (flags, as Hydra's own apps take them, before any
+    override is read); else the overrides are composed once and the composed action runs. Returns the exit code
+    (CONTRACTS §5) instead of exiting; ``python -m experiments.sweep`` exits with it through ``sys.exit``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in argv):
         print(HELP)
@@ -52,87 +53,32 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
-    action = _peek_action(argv)
-    if action in ("status", "collect", "cancel") or (action == "run" and _peek(argv, "sweep_id")):
-        from experiments.conductor.actions import run_action  # the planner is not imported (issue 17)
-
-        return run_action(action, argv)
+    """Compose the command line once (Hydra's grammar: ``action=status``, ``"action='status'"`` and
+    ``'action="status"'`` are one value) and run the composed action."""
     from experiments import timeline
+    from experiments.compose import compose_overrides
+    from experiments.settings import SweepSettings
+
+    timeline.reset()
+    composed = compose_overrides(argv)
+    settings = SweepSettings.from_cfg(composed.base)
+    action = settings.effective_action
+    if action in ("status", "collect", "cancel") or (action == "run" and settings.sweep_id):
+        from experiments.conductor.actions import run_action  # an existing sweep: the planner is not needed
+
+        return run_action(action, composed)
     from experiments.plan import make_plan, write_plan
     from experiments.report_plan import print_plan
 
-    timeline.reset()
-    if action == "plan":
-        from launchers import render_server
-
-        render_server.start()  # NeMo-Run imports in a child while Hydra composes, for a template not yet cached
-    if action == "run" and (_peek(argv, "cluster") or "local") == "local":
-        from launchers import preload
-
-        preload.start()  # likely a local validate sweep: torch and Megatron-Core import from now on (issue 17)
-    plan = make_plan(argv)
+    plan = make_plan(composed)
     timeline.mark("planned")
-    if plan.settings.effective_action == "plan":
-        from launchers import preload
-
-        preload.stop()
-        try:
-            out = write_plan(plan, argv)
-        finally:
-            from launchers import render_server
-
-            render_server.stop()
-        print_plan(plan, out)
+    if action == "plan":
+        print_plan(plan, write_plan(plan, argv))
         return ExitCode.OK
     from experiments.conductor.actions import run_new
-    from experiments.conductor.backends import preload_validate
 
-    preload_validate(plan)  # kept only for a local validate sweep; started now when the guess above missed it
     return run_new(plan, argv)
 
 
-def _peek(argv: list[str], key: str) -> str | None:
-    for a in argv:
-        if a.startswith(f"{key}="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def _peek_action(argv: list[str]) -> str:
-    if (_peek(argv, "dry_run") or "").lower() == "true":
-        return "plan"
-    return _peek(argv, "action") or "run"
-
-
-EXIT_WAIT_S = 2.0  # s the command waits for its ending local jobs before it exits (exit_now)
-
-
-def exit_now(rc: int) -> None:
-    """End the process with ``rc``. When its child processes end within ``EXIT_WAIT_S`` (a finished sweep's local
-    jobs are just exiting), the atexit handlers run, the output is flushed and the interpreter's teardown is
-    skipped (``os._exit``): freeing the modules and objects of a sweep took 0.5-1.3 s on a 2-core login node
-    after the last line was printed (issue 17). With a child still alive the exit is the normal one, so that
-    NeMo-Run's schedulers end their jobs as they always do."""
-    import atexit
-
-    from launchers import preload, render_server
-    from launchers.exitwatch import ExitWatch, children, running
-
-    preload.stop()  # helpers that no job uses (a sweep refused before its launch) end now, not after the wait
-    render_server.stop()
-    watch = ExitWatch()
-    watch.add("children", running(children()))
-    deadline = time.monotonic() + EXIT_WAIT_S
-    while running(children()) and time.monotonic() < deadline:
-        watch.wait(max(0.0, deadline - time.monotonic()))
-    watch.close()
-    if running(children()):
-        sys.exit(rc)
-    atexit._run_exitfuncs()
-    from contracts.procexit import exit_without_teardown
-
-    exit_without_teardown(rc)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    sys.exit(main())

@@ -19,11 +19,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from launchers.errors import LaunchConfigError
-from launchers.nemorun_import import import_nemo_run
+from nemo_run.core.packaging.git import GitArchivePackager
 
-import_nemo_run()  # first, so that NeMo-Run is imported without torch and the Lepton SDK
-from nemo_run.core.packaging.git import GitArchivePackager  # noqa: E402
+from launchers.errors import LaunchConfigError
 
 
 @functools.lru_cache(maxsize=8)

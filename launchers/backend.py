@@ -20,7 +20,6 @@ from contracts.jobs import JobHandle, JobState
 from contracts.records import RunRef
 from contracts.sweepdir import SweepDir
 from launchers import cluster as cl
-from launchers import preload
 from launchers.errors import SchedulerError
 from launchers.exitwatch import ExitWatch, children
 from launchers.procenv import environ
@@ -122,7 +121,7 @@ class LocalBackend:
             handle = JobHandle(key, self._shared_seen[key].job_id or "", script=self._scripts[key])
         else:
             key = f"validate-s{stage}-{time.time_ns()}"
-            batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs, preload.take())
+            batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs)
             handle = self.submit_item(key, batch.command(), f"s{stage}", 0)
             self._batch_key[id(batch)] = key
             self._shared_seen[key] = JobState("running", job_id=handle.job_id, state="RUNNING")
@@ -141,7 +140,6 @@ class LocalBackend:
             self._follow.finish()
             self._follow = None
         self._watch.close()
-        preload.stop()
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
         """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""
@@ -443,7 +441,7 @@ class SlurmBackend:
 
 def pack_label(stage: int, refs: list[RunRef]) -> str:
     """The batch label of one packed allocation: ``s<stage>.b<block>.<6 hex>``; the conductor packs one block per
-    allocation (issue 15), and the hash of the attempts' task names keeps two allocations of a stage apart (an
+    allocation (its runs share the nodes); a hash of the runs' task names keeps two allocations of a stage apart (an
     attempt is never submitted twice), so their ``pack-<label>`` folders never collide."""
     import hashlib
 

@@ -1,4 +1,4 @@
-"""Wake the conductor the moment a local job's process exits, instead of at its next poll (issue 16).
+"""Wake the conductor the moment a local job's process exits, instead of at its next poll.
 
 NeMo-Run's ``LocalExecutor`` starts a job as a child process of the conductor (torchx's local scheduler calls
 ``subprocess.Popen`` in this process). :func:`children` lists this process's children before and after a launch;
@@ -33,20 +33,6 @@ def children(pid: int | None = None) -> set[int]:
             out.update(int(p) for p in (task / "children").read_text().split())
         except (OSError, ValueError):
             continue
-    return out
-
-
-def running(pids: set[int]) -> set[int]:
-    """The processes of ``pids`` that have not exited: neither gone nor a zombie (exited, not yet reaped), from
-    ``/proc/<pid>/stat``."""
-    out = set()
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        if stat[stat.rindex(")") + 2:][:1] not in ("Z", "X"):
-            out.add(pid)
     return out
 
 

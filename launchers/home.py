@@ -11,9 +11,9 @@ The sweep's NeMo-Run state lives in ``<sweep>/nemo_run/`` (CONTRACTS §3). NeMo-
 every path below ``<sweep>/nemo_run``. NeMo-Run is therefore pointed at ``<sweep>/.nemorun_home``, a relative
 symlink to ``nemo_run``: the files stay in ``nemo_run/`` and the script paths survive.
 
-Importing ``nemo_run`` takes about 4.5 s plainly (it pulls torch, torchx, fiddle, the Lepton SDK), about 1 s as
-:mod:`launchers.nemorun_import` does it; nothing here imports it until a launcher really needs it, so
-``python -m experiments.sweep --help`` stays fast.
+Importing ``nemo_run`` takes seconds (it imports torch, torchx, fiddle and the Lepton SDK); nothing here imports it
+until a launcher really needs it (:func:`nemo_run`, a function-local import), so ``python -m experiments.sweep
+--help``, ``action=status`` and a plan whose job templates are cached (:mod:`launchers.templates`) never import it.
 """
 
 from __future__ import annotations
@@ -100,9 +100,9 @@ def nemo_run(state_dir: str | os.PathLike[str] | None = None) -> ModuleType:
     """Import and return the ``nemo_run`` module, with its home set to ``state_dir`` first when given."""
     if state_dir is not None:
         use_nemorun_home(state_dir)
-    from launchers.nemorun_import import import_nemo_run
+    import nemo_run
 
-    return import_nemo_run()  # without torch and the Lepton SDK: about 1 s instead of 4.5 s here (issue 16, 17)
+    return nemo_run
 
 
 @contextlib.contextmanager

@@ -108,17 +108,15 @@ class JobScripts:
     tests/launchers/test_render_fast.py checks the equality against the full dry run, quoting cases included.
     """
 
-    def __init__(self, server: Any = None) -> None:
+    def __init__(self) -> None:
         self._templates: dict[str, str | None] = {}
-        # a launchers.render_server.RenderServer: the template's dry run runs there, NeMo-Run imported already
-        self._server = server
 
     def render(self, cluster: Any, item: Any, *, state_dir: str | Path, before_full: Callable[[], object] | None = None,
                **kwargs: Any) -> str:
         """The job script of ``item`` as :func:`render_job_script` renders it (same arguments and errors).
 
         ``before_full``: called before a run is rendered in full (no template for its shape, or not a RunSpec), the
-        one case that reads the item's variant file: the planner writes that file only then (issue 17)."""
+        one case that reads the item's variant file: the planner writes that file only then."""
         if not isinstance(item, RunSpec):
             return self._full(cluster, item, state_dir, before_full, kwargs)
         key = repr((cluster, item.attempt, item.repeat, item.mode, item.hold_s, str(state_dir),
@@ -149,14 +147,13 @@ class JobScripts:
         cached = TemplateCache(Path(os.path.abspath(state_dir)).parent, variants.parent,
                                (cluster, placeholder, str(state_dir), sorted(kwargs.items())),
                                kwargs.get("env") or cluster_env(cluster))
-        text = cached.load()  # no NeMo-Run import when this shape was rendered before (issue 17)
+        text = cached.load()  # no NeMo-Run import when this shape was rendered before
         if text is not None:
             return text
         try:
             fake.parent.mkdir(exist_ok=True)
             fake.write_text("{}")
-            render = self._server.render_job_script if self._server is not None else render_job_script
-            text = render(cluster, placeholder, state_dir=state_dir, **kwargs)
+            text = render_job_script(cluster, placeholder, state_dir=state_dir, **kwargs)
         except LaunchConfigError:
             return None  # each run is rendered in full, so that its error names the real variant
         finally:

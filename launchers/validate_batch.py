@@ -1,4 +1,4 @@
-"""One local validate-mode job for many runs (issue 17): the runs of one launch validated by one process,
+"""One local validate-mode job for many runs: the runs of one launch validated by one process,
 ``python -m experiments.payload.validate_runs RUNS_JSON``, instead of one process each (each imports torch and
 Megatron-Core, about 4 s).
 
@@ -35,12 +35,11 @@ class ValidateBatch:
     """The folders and the command of one validate batch rooted at ``root`` for ``refs`` of the sweep folder
     ``sweep_dir``."""
 
-    def __init__(self, root: Path, sweep_dir: Path, refs: list[RunRef], preload: str | None = None) -> None:
+    def __init__(self, root: Path, sweep_dir: Path, refs: list[RunRef]) -> None:
         self.root = Path(root)
         self.sweep = SweepDir(Path(sweep_dir))
         self.refs = list(refs)
         self.handed = 0  # more-<n>.json files written
-        self.preload = preload  # the socket of a validate fork server (launchers.preload), told to the process
 
     def folder(self, ref: RunRef) -> Path:
         return self.root / ref.task
@@ -61,10 +60,7 @@ class ValidateBatch:
     def command(self) -> JobCommand:
         """Write ``runs.json`` and return the job that validates every run of it, then follows (module docstring)."""
         path = self.root / "runs.json"
-        doc: dict[str, object] = dict(self._entries(self.refs))
-        if self.preload:
-            doc["preload"] = self.preload
-        write_json(path, doc)
+        write_json(path, self._entries(self.refs))
         return JobCommand(name="validate", argv=(sys.executable, "-m", RUNNER, str(path), "--follow",
                                                  str(FOLLOW_IDLE_S)))
 

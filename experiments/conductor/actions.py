@@ -15,8 +15,8 @@ from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
 from experiments.conductor.progress import Display, RunView, read_tail, update_from_log
 
-# experiments.conductor.drive (and through it the analysis, about 0.5 s of imports) and the backends are imported by
-# the actions that use them: ``action=status`` needs neither (issue 17)
+# experiments.conductor.drive (and through it the analysis and SciPy) and the backends are imported by the actions
+# that use them: ``action=status`` needs neither
 
 
 def run_new(plan, argv: list[str]) -> int:
@@ -33,35 +33,20 @@ def run_new(plan, argv: list[str]) -> int:
     return drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"])
 
 
-def given(argv: list[str], group: str) -> set[str]:
-    """The keys of ``group`` (``history``, ``analysis``) set on this command line."""
-    out = set()
-    for a in argv:
-        key = a.split("=", 1)[0].lstrip("+~")
-        if key.startswith(group + "."):
-            out.add(key.split(".", 1)[1])
-    return out
-
-
-def run_action(action: str, argv: list[str]) -> int:
+def run_action(action: str, composed: Any) -> int:
     """``status``, ``collect``, ``cancel`` for ``sweep_id=``, and ``run`` with an existing id (resume).
 
-    Settings given on this command line under ``history.`` and ``analysis.`` override what the sweep was planned
-    with; everything else comes from the manifest. Every value is checked before anything is touched (exit 2).
+    ``composed``: the command line as :func:`experiments.compose.compose_overrides` composed it. Settings given on
+    it under ``history.`` and ``analysis.`` (:meth:`experiments.compose.Composed.given`) override what the sweep
+    was planned with; everything else comes from the manifest. Every value is checked before anything is touched
+    (exit 2).
     """
     from experiments.checks import check_history, check_settings, check_usage
-    from experiments.quick import quick_settings
+    from experiments.settings import SweepSettings
 
-    quick = quick_settings(argv) if action in ("status", "cancel") else None  # no Hydra compose (issue 17)
-    if quick is None:
-        from experiments.compose import compose_overrides
-        from experiments.settings import SweepSettings
-
-        cfg = compose_overrides(argv).base
-        settings = SweepSettings.from_cfg(cfg)
-        preset = str((cfg.get("sweep") or {}).get("name") or "")
-    else:
-        cfg, (settings, preset) = {}, quick
+    cfg = composed.base
+    settings = SweepSettings.from_cfg(cfg)
+    preset = str((cfg.get("sweep") or {}).get("name") or "")
     check_usage(settings)
     check_settings(settings)
     sd = SweepDir(find_sweep(settings, preset, submitted=action == "collect"))
@@ -71,10 +56,10 @@ def run_action(action: str, argv: list[str]) -> int:
     m.require_complete(sd.root)
     if action == "cancel":
         return cancel_sweep(sd)
-    history = {k: v for k, v in (cfg.get("history") or {}).items() if k in given(argv, "history")}
+    history = {k: v for k, v in (cfg.get("history") or {}).items() if k in composed.given("history")}
     check_history({**(m.config.get("history") or {}), **history})
     analysis = {**(m.config.get("analysis") or {}),
-                **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in given(argv, "analysis")}}
+                **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in composed.given("analysis")}}
     from experiments.conductor.drive import drive
     from experiments.plan import analysis_options
 
@@ -169,8 +154,8 @@ def show_status(sd: SweepDir) -> int:
 
 
 def _files(folder: Path) -> list[Path]:
-    """The files of ``folder``, sorted (none when it does not exist): one ``scandir``, about 5x faster than
-    ``Path.glob`` for the 100 log folders of a status (issue 17)."""
+    """The files of ``folder``, sorted (none when it does not exist): one ``scandir`` per folder, which a status
+    of many runs does once per log folder."""
     try:
         with os.scandir(folder) as entries:
             return sorted(Path(e.path) for e in entries if e.is_file())
@@ -189,7 +174,7 @@ def cancel_sweep(sd: SweepDir) -> int:
         backend.cancel(ref)
 
     def mark(latest: Manifest) -> None:  # one locked write, as a conductor's round (drive.Round, which imports the
-        for ref in refs:                 # analysis and SciPy: issue 17)
+        for ref in refs:                 # analysis and SciPy, which a cancel does not need)
             latest.attempt(ref).set(status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
 
     if refs:

@@ -61,20 +61,6 @@ def handles(m: Manifest) -> list[JobHandle]:
     return out
 
 
-def preload_validate(plan: Any) -> bool:
-    """Keep or start the validate fork server (:mod:`launchers.preload`) when ``plan`` (an
-    ``experiments.plan.Plan``) is to be run as a local sweep in validate mode without a hold (else stop one), the case :func:`make_backend` validates in one batch; True when
-    one runs. Its imports then overlap the plan's writing and NeMo-Run's import (issue 17)."""
-    from launchers import preload
-
-    profile = ClusterConfig.from_json(job_cluster(plan.cfg["cluster"], False))
-    hold = float((plan.cfg.get("payload") or {}).get("hold_s") or 0)
-    if not profile.is_local or plan.mode != "validate" or hold:
-        preload.stop()  # one started on a guess (experiments.sweep) is not needed
-        return False
-    return preload.start() is not None
-
-
 def make_backend(sd: SweepDir, m: Manifest, cluster: dict[str, Any] | None = None, strict: bool = True) -> Backend:
     """The backend for the sweep's cluster profile (local or Slurm), told of every job the manifest records.
 
@@ -90,7 +76,7 @@ def make_backend(sd: SweepDir, m: Manifest, cluster: dict[str, Any] | None = Non
     if profile.is_local:
         backend = LocalBackend(sd.root, profile, _local_gpus(sd, m), m.name, hold)
         if m.mode == "validate" and not hold:
-            # no GPU is used: the runs of a launch share one validate process (libraries imported once; issue 17)
+            # no GPU is used: the runs of a launch share one validate process (imports once, not per run)
             backend.batch_validate, backend.max_concurrent = True, None
     else:
         backend = SlurmBackend(sd.root, profile, title=m.name, repo=REPO, allow_dirty=bool(m.allow_dirty),

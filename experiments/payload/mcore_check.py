@@ -75,15 +75,6 @@ class CheckResult:
         return self.verdict == "pass"
 
 
-_import_output: list[str] = []  # what the import printed, when a fork server imported it (preload.warm)
-
-
-def replay_import_output(text: str) -> None:
-    """Have the next :func:`load_core` write ``text`` to stderr: what the libraries printed while a fork server
-    imported them (:mod:`experiments.payload.preload`), shown where this process's own import would print it."""
-    _import_output[:] = [text] if text else []
-
-
 def load_core() -> dict[str, Any]:
     """Import Megatron-Core once and return the pieces the checks use.
 
@@ -91,9 +82,6 @@ def load_core() -> dict[str, Any]:
         CoreMissing: ``megatron.core`` cannot be imported (names the import error and suggests the container).
     """
     if _core:
-        if _import_output:
-            sys.stderr.write(_import_output.pop())
-            sys.stderr.flush()
         return _core
     try:
         import torch

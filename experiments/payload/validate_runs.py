@@ -1,4 +1,4 @@
-"""Validate the runs of one stage in one process: the local validate-mode job behind the LocalBackend (issue 17).
+"""Validate the runs of one stage in one process: the local validate-mode job behind the LocalBackend.
 
 Usage::
 
@@ -14,15 +14,12 @@ last: the run is finished once it exists). Holds (``hold_s``) are not supported 
 
 ``--follow IDLE_S``: once RUNS_JSON is done, the process stays for later launches of the same sweep (a gated
 stage opened after the first one was analysed), so that one process validates every run of a local validate sweep
-(issue 17). The launcher hands it more runs as ``more-<n>.json`` (n = 1, 2, ...) next to RUNS_JSON and ends it with
-a ``done`` file. After ``IDLE_S`` seconds (s) without either, it writes ``closed`` and exits. The ``lock`` file
-(``fcntl.flock``) orders the two sides: the launcher writes a ``more-<n>.json`` only while holding it and only
-when ``closed`` is absent, and this process writes ``closed`` only while holding it and only when no
-``more-<n>.json`` is waiting, so a handed-over run is never lost (:class:`launchers.validate_batch.ValidateBatch`).
-
-``"preload": <socket path>`` in RUNS_JSON: the runs are validated by a worker forked from the validate fork server
-at that path, whose libraries are imported already (:mod:`experiments.payload.preload`), and this process waits
-for it; without a reachable server they are validated here, as before.
+and the libraries are imported once per sweep. The launcher hands it more runs as ``more-<n>.json`` (n = 1, 2,
+...) next to RUNS_JSON and ends it with a ``done`` file. After ``IDLE_S`` seconds (s) without either, it writes
+``closed`` and exits. The ``lock`` file (``fcntl.flock``) orders the two sides: the launcher writes a
+``more-<n>.json`` only while holding it and only when ``closed`` is absent, and this process writes ``closed`` only
+while holding it and only when no ``more-<n>.json`` is waiting, so a handed-over run is never lost
+(:class:`launchers.validate_batch.ValidateBatch`).
 
 Exit code: 0 when every run exited 0, else the first nonzero run exit code; 10 for a bad RUNS_JSON.
 """
@@ -150,26 +147,17 @@ def _validate(runs: list[dict[str, Any]], cache: dict[str | None, tuple[Any, str
     return first
 
 
-def main(argv: list[str] | None = None, delegate: bool = True) -> int:
-    """Validate the runs (module docstring); the exit code. With ``delegate`` and a ``"preload"`` socket path in
-    RUNS_JSON, the runs are validated by a worker of that server, whose libraries are imported already
-    (:mod:`experiments.payload.preload`), and this process waits for it; without a server, here."""
+def main(argv: list[str] | None = None) -> int:
+    """Validate the runs (module docstring); the exit code."""
     args = sys.argv[1:] if argv is None else argv
     try:
         path = Path(args[0])
-        doc = json.loads(path.read_text())
-        runs = doc["runs"]
+        runs = _runs(path)
         idle_s = float(args[args.index("--follow") + 1]) if "--follow" in args else None
     except (IndexError, OSError, ValueError, KeyError, TypeError) as e:
         say(f"[payload] error {errors.BAD_VARIANT_FILE} bad_runs_file: usage: validate_runs RUNS_JSON "
             f"[--follow IDLE_S] ({e})")
         return errors.BAD_VARIANT_FILE
-    if delegate and isinstance(doc.get("preload"), str):
-        from experiments.payload.preload_client import delegate as run_in_server
-
-        code = run_in_server(doc["preload"], list(args))
-        if code is not None:
-            return code
     cache: dict[str | None, tuple[Any, str | None]] = {}
     first = _validate(runs, cache)
     n = 1
