@@ -141,7 +141,7 @@ class BulkRegions:
         row = len(self.it)
         self.nonfinite_rows.frombytes((np.flatnonzero(nonfinite) + row).astype(np.int64).tobytes())
         self.it.frombytes(ns.astype(np.int64).tobytes())
-        self.total.frombytes(totals.astype(np.int64).tobytes())
+        self.total.extend(totals.astype(np.int64))
         layout.rows.add(row, count)
         for column, pick in zip(layout.columns, layout.picks, strict=True):
             column.extend(table[:, pick])
