@@ -68,7 +68,7 @@ NEEDLES: tuple[bytes, ...] = tuple(sorted({
     t.encode() for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS)
 }))
 # every needle hit, in one RE2 pass: RE2 runs a DFA, where Python's re tries every alternative at almost every byte
-# of lower-cased text (7x slower here); Latin-1 mode, so that bytes that are not UTF-8 are plain bytes
+# of lower-cased text (7x slower); Latin-1 mode, so that bytes that are not UTF-8 are plain bytes
 _RE2_LATIN1 = re2.Options()
 _RE2_LATIN1.encoding = re2.Options.Encoding.LATIN1
 NEEDLE_RE = re2.compile(b"|".join(re.escape(n) for n in NEEDLES), _RE2_LATIN1)
@@ -168,7 +168,7 @@ def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, ...] | 
     Speed: a region without ``\\r`` whose lines are at most 2048 bytes (the usual case) has one segment
     per candidate line, the whole line; there Arrow finds the distinct lines (ranks print the same warnings), the
     needles are searched in those only and each distinct candidate is classified once, so a repeated line costs
-    no Python call (:func:`_scan_distinct`; about 2.5x faster than a split and a dict here).
+    no Python call (:func:`_scan_distinct`; about 2.5x faster than a split and a dict).
     """
     if buf.find(b"\r", pos, end) == -1:
         region = memoryview(buf)[pos:end]

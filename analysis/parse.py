@@ -59,7 +59,7 @@ __all__ = [
     "restart_key",
 ]
 
-CHUNK_BYTES = 2 << 20  # fits the L2 cache with its temporaries: about 2% faster than 4 MiB here (benchmarks/parse.py)
+CHUNK_BYTES = 2 << 20  # fits the L2 cache with its temporaries: about 2% faster than 4 MiB (benchmarks/parse.py)
 TAIL_BYTES = 32 << 20  # failure markers are searched in this many trailing bytes of each file
 
 _RESTART_RE = re.compile(r"^(?P<stem>.+?)_(?P<job>\d+)_(?P<restart>\d+)\.out$")
