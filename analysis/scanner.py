@@ -2,9 +2,10 @@
 
 Speed notes (benchmarks/parse.py):
 - after a file's first iteration line, a region without ``\r`` is located with numpy (:mod:`analysis.locate`:
-  the aligned words of ``iteration``, header and memory-line templates); where that cannot decide, every line of the
-  region goes through the per-line path; ``Step Time`` lines are read only while some iteration line lacks its
-  throughput (then they are paired with iteration lines);
+  the aligned words of ``iteration``, header templates, memory lines by their head), else (and where that cannot
+  decide) by one regex pass that finds iteration *and* memory lines (``ITER_N_RE``/``ITER_RE``); the memory values
+  are read by one regex pass over the memory lines; ``Step Time`` lines are read only while some iteration line
+  lacks its throughput (then they are paired with iteration lines);
 - iteration lines of one log share a key sequence (a "layout"); the lines of a region that all have the last
   accepted layout are joined, and Arrow kernels compare the keys and cast the values (``analysis.bulk``; where
   Arrow refuses, one ``translate`` checks characters and separators, then a split and ``float``); a region where
