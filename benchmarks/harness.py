@@ -220,7 +220,8 @@ def in_trees(script: str, argv_of: Callable[[Tree], list[str]], against: str | N
         runs = alternate(sides, lambda side: [script, *argv_of(side), IN_TREE], repeats, warmup=0)
         for side in sides:
             print(f"== {side.label}:\n{runs[side.label][-1].out}", end="")
-        print("\n".join(table(f"python benchmarks/{Path(script).name} {' '.join(argv_of(sides[0]))}:", sides, runs)))
+        command = " ".join(["python", f"benchmarks/{Path(script).name}", *argv_of(sides[0])])
+        print("\n".join(table(f"{command}:", sides, runs)))
     print(machine())
     return 0
 
