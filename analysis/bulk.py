@@ -28,8 +28,8 @@ def int64_bytes(digits: list[bytes]) -> bytes:
 
 def _pool() -> pa.MemoryPool:
     """The Arrow memory pool of the parser's kernels: jemalloc, which returns freed pages to the system (Arrow's
-    default, mimalloc, kept 15-25 MB more resident in each process at 1 GB: peak RSS 124 vs 110 MB), or the
-    system allocator where the wheel has no jemalloc; the same speed here."""
+    default, mimalloc, kept 15-25 MB more resident at 1 GB: peak RSS 124 vs 110 MB), or the system allocator
+    where the wheel has no jemalloc; the same speed."""
     try:
         return pa.jemalloc_memory_pool()
     except NotImplementedError:  # pragma: no cover  (a build without jemalloc)
@@ -41,7 +41,7 @@ POOL = _pool()
 
 def indices(values: np.ndarray) -> pa.Array:
     """An Arrow int64 array over ``values`` (int64, contiguous), without a copy and without pyarrow's numpy
-    conversion, which imports ``numpy.ma`` on its first use (7 ms here, in each process of a split parse)."""
+    conversion, which imports ``numpy.ma`` on its first use (about 7 ms of each parsing process)."""
     values = np.ascontiguousarray(values, np.int64)
     return pa.Array.from_buffers(pa.int64(), values.size, [None, pa.py_buffer(values)])
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from analysis.bulk import LayoutKernel, int64_bytes
 from analysis.grammar import _LINE_OK_MARKS, _MEM_BULK, ITER_N_RE, ITER_RE, _floats, _Layout, _timestamp
-from analysis.locate import Located, gather, locate, memory_values
+from analysis.locate import Located, gather, locate
 from analysis.markers import NEEDLE_RE
 
 
@@ -33,11 +33,7 @@ class BulkRegions:
             self._regex_region(layout, ITER_RE if cr else ITER_N_RE, buf, pos, end, base)
             return
         for unit, rests in found.memory.items():
-            values = memory_values(rests, unit)
-            if values is None:
-                self._peak(_MEM_BULK[unit].findall(rests), unit)
-            else:
-                self._peak_floats(values, unit)
+            self._peak(_MEM_BULK[unit].findall(rests), unit)
         count = found.at.size
         if not count:
             return
@@ -141,7 +137,7 @@ class BulkRegions:
         row = len(self.it)
         self.nonfinite_rows.frombytes((np.flatnonzero(nonfinite) + row).astype(np.int64).tobytes())
         self.it.frombytes(ns.astype(np.int64).tobytes())
-        self.total.frombytes(totals.astype(np.int64).tobytes())
+        self.total.extend(totals.astype(np.int64))
         layout.rows.add(row, count)
         for column, pick in zip(layout.columns, layout.picks, strict=True):
             column.extend(table[:, pick])
@@ -151,11 +147,8 @@ class BulkRegions:
     def _peak(self, values: list[bytes], unit: bytes) -> None:
         """Take max-allocated values of memory lines (``unit`` GB or MB, Megatron's "MB" being MiB) into the peak;
         a negative or infinite value (damage: no allocator reports one) is not a reading."""
-        self._peak_floats(np.array(list(map(float, values)), np.float64), unit)
-
-    def _peak_floats(self, values: np.ndarray, unit: bytes) -> None:
-        """:meth:`_peak` of values already read (float64)."""
-        read = values[(values >= 0.0) & (values < math.inf)]
+        read = np.array(list(map(float, values)), np.float64)
+        read = read[(read >= 0.0) & (read < math.inf)]
         if read.size:
             value = float(read.max()) / (1.0 if unit == b"GB" else 1024.0)
             self.memory_lines += int(read.size)

@@ -131,11 +131,6 @@ class Rows:
             self.runs.extend((start, start + count))
         self.n += count
 
-    def extend(self, runs: bytes, shift: int) -> None:
-        """Append the runs of another :class:`Rows` (``runs``: its ``runs`` as bytes), each moved by ``shift``."""
-        for start, stop in np.frombuffer(runs, np.int64).reshape(-1, 2).tolist():
-            self.add(start + shift, stop - start)
-
     def numbers(self) -> np.ndarray:
         """The rows as an int64 array."""
         runs = np.frombuffer(self.runs, np.int64).reshape(-1, 2) if len(self.runs) else np.zeros((0, 2), np.int64)
@@ -150,8 +145,8 @@ class Column:
     """A column of float64 (``dtype`` "d") or int64 ("q") values, appended one at a time or in blocks, held
     compactly: a block of one repeated value (bit for bit) as that value and a count, every other value in one
     growing array. Constant columns (batch size, skipped and NaN counts, a constant extra loss, the total
-    iterations) so cost nothing per row, and :meth:`take` hands a column over without a copy (memory stays
-    flat: the result's arrays plus one chunk)."""
+    iterations) so cost nothing per row, and :meth:`take` hands a column over without a copy (memory grows with
+    the varying values only, so that a log of several GB fits)."""
 
     __slots__ = ("blocks", "dense", "dtype", "n", "run")
 
@@ -214,10 +209,6 @@ class Column:
             self.dense.frombytes(memoryview(np.ascontiguousarray(values, self._np())).cast("B"))  # (no copy between)
             self._count(None, values.size)
 
-    def frombytes(self, data: bytes) -> None:
-        """Append the values of another column's :meth:`take`, as bytes."""
-        self.extend(np.frombuffer(data, self._np()))
-
     def take(self) -> np.ndarray:
         """All values as one array: a view of the dense values when there is no constant block, a read-only
         zero-stride view of one value (``np.broadcast_to``, no memory per row) when the column is one constant
@@ -242,11 +233,6 @@ class Column:
             at += count
         return out
 
-
-    def truncate(self, n: int) -> None:
-        """Keep the first ``n`` values."""
-        values = self.take()
-        self.extend(values[:n].copy())
 
 
 @dataclass(slots=True)

@@ -1,8 +1,9 @@
-"""Where a region's iteration and memory lines are, found with numpy instead of a regex pass (issue 17, third
-session): the bulk path's way to the lines (:meth:`analysis.bulkregion.BulkRegions._fast_region`).
+"""Where a region's iteration and memory lines are, found with numpy instead of a regex pass: the bulk path's way
+to the lines (:meth:`analysis.bulkregion.BulkRegions._fast_region`).
 
-``ITER_N_RE.findall`` ran at about 0.5 GB/s here, and half of that was its search for the literal ``iteration``.
-Here, for a region without ``\\r`` (the only case taken):
+Half of the time of ``ITER_N_RE.findall`` (about 0.5 GB/s) is its search for the literal ``iteration``; without it
+an iteration-only log of 1 GB parses in about 60% of the time (benchmarks/parse.py). For a region without ``\\r``
+(the only case taken):
 
 - every occurrence of ``iteration`` is found from the aligned 32-bit words of the region (each occurrence holds one
   aligned word of ``iter``, ``tera``, ``erat`` or ``rati``) and confirmed by its 9 bytes;
@@ -32,7 +33,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analysis.bulk import POOL, indices
-from analysis.grammar import _NUM
 
 HEADER = 40  # bytes after "iteration" in which "[ \t]+N[ \t]*/[ \t]*M[ \t]*|" must end
 MAX_REST = 65536  # a longer rest goes to the per-line path (analysis.scanner.Scanner._line)
@@ -42,9 +42,6 @@ _HEAD = int(np.frombuffer(b"iteratio", "<u8")[0])
 HEADER_RE = re.compile(rb"[ \t]+(\d+)[ \t]*/[ \t]*(\d+)[ \t]*\|")  # ITER_N_RE's iteration branch after "iteration"
 _TEN = 10 ** np.arange(19, dtype=np.int64)
 _MEMORY_HEAD = np.frombuffer(b" memory (", np.uint8)  # "iterations) memory (GB)": the usual memory line
-MEMORY_WINDOW = 96  # bytes of a memory line's rest in which its max-allocated value is read (else the regex)
-# _MEM_BULK[b"GB"].search within one line: the first max-allocated value that the pattern reads
-MEMORY_VALUE_RE = re.compile(rb"[^\n]*?mem-max-allocated-gigabytes:[ \t\f\v]*(" + _NUM + rb")[ \t\f\v]*\|")
 _TEMPLATES = 64  # header shapes (or refused headers) read in one region; more: the regex reads the region
 # the memory branch of ITER_N_RE on lines that start with "iterations)" (joined with "\n"): the blank run stays
 # within the line; a line whose "iterations)" has only blanks after it is refused by the second branch
@@ -168,48 +165,6 @@ def _headers(buf: bytes, at: np.ndarray) -> tuple[np.ndarray, ...]:
     return (code, values[0], values[1], lo) if not todo.any() else (np.full(count, 3, np.int8), *values, lo)
 
 
-def memory_values(rests: pa.Buffer, unit: bytes) -> np.ndarray | None:
-    """The max-allocated values of memory lines of ``unit`` (b"GB" only), as ``_MEM_BULK[unit].findall`` reads
-    them from ``rests`` (the lines' rests, each with its ``\\n``: one value per line, the first that matches,
-    lines without one skipped), as float64; None when the regex must read them (b"MB", or a line not decided here).
-
-    As for headers (:func:`_headers`), the regex reads one line (:data:`MEMORY_VALUE_RE`: the search of
-    ``_MEM_BULK`` within the line), and every other line with the same bytes, digits anywhere, up to the end of
-    that match gives its match at the same offsets (every failed attempt before it ends at a byte that is not a
-    blank, a digit, a sign, ``.`` or ``e``, within that range); the values are then converted by Arrow, which
-    reads those numbers as ``float`` does."""
-    if unit != b"GB":
-        return None
-    data = np.frombuffer(rests, np.uint8)
-    ends = np.flatnonzero(data == 10)
-    starts = np.concatenate([[0], ends[:-1] + 1])
-    inside = starts + MEMORY_WINDOW <= data.size
-    window = _windows(rests, np.where(inside, starts, 0), MEMORY_WINDOW)
-    todo = np.ones(starts.size, bool)
-    lo, hi = np.zeros(starts.size, np.int64), np.zeros(starts.size, np.int64)
-    for _ in range(_TEMPLATES):
-        left = np.flatnonzero(todo)
-        if not left.size:
-            found = np.flatnonzero(hi)
-            values = gather_array(rests, lo[found], hi[found]).view(pa.large_string())  # (the cast checks the text)
-            try:
-                return pc.cast(values, pa.float64(), memory_pool=POOL).to_numpy(zero_copy_only=False)
-            except pa.ArrowInvalid:
-                return None
-        row = int(left[0])
-        m = MEMORY_VALUE_RE.match(rests, int(starts[row]), int(ends[row]))
-        if m is None or m.end() - starts[row] > MEMORY_WINDOW or not inside[row]:
-            todo[row] = False  # no value in the line, or one beyond the window: the line alone
-            if m is not None:
-                lo[row], hi[row] = m.span(1)
-            continue
-        width = m.end() - int(starts[row])
-        same = np.flatnonzero(todo & inside & _same(window, row, width))
-        lo[same], hi[same] = starts[same] + (m.start(1) - starts[row]), starts[same] + (m.end(1) - starts[row])
-        todo[same] = False
-    return None
-
-
 def _memory(buf: bytes, at: np.ndarray, hi: np.ndarray) -> dict[bytes, pa.Buffer] | None:
     """The memory lines' rests per unit (b"GB", b"MB"), each rest with its ``\\n``, of the lines ``buf[at:hi]``
     that start with ``iterations)`` (:data:`MEMORY_RE`); None when a line's ``iterations)`` has only blanks after
@@ -255,20 +210,15 @@ def _windows(buf: bytes, starts: np.ndarray, width: int) -> np.ndarray:
     return np.ndarray((len(buf) - width + 1, width), np.uint8, buf, 0, (1, 1))[starts]
 
 
-def gather_array(buf, lo: np.ndarray, hi: np.ndarray) -> pa.Array:
-    """The byte strings ``buf[lo[i]:hi[i]]`` (bytes-like ``buf``; ranges in increasing order and not overlapping)
-    as one Arrow large_binary array: one ``take`` over ``buf``, no Python object per range."""
+def gather(buf: bytes, lo: np.ndarray, hi: np.ndarray) -> pa.Buffer:
+    """The bytes ``buf[lo[i]:hi[i]]`` (bytes-like ``buf``; ranges in increasing order and not overlapping)
+    concatenated into one buffer: one Arrow ``take`` over ``buf``, no Python object per range."""
     offsets = np.empty(2 * lo.size + 2, np.int64)
     offsets[0], offsets[-1] = 0, len(buf)
     offsets[1:-1:2], offsets[2:-1:2] = lo, hi
     source = buf if isinstance(buf, pa.Buffer) else pa.py_buffer(buf)
     pieces = pa.Array.from_buffers(pa.large_binary(), 2 * lo.size + 1, [None, pa.py_buffer(offsets), source])
-    return pc.take(pieces, indices(np.arange(1, 2 * lo.size, 2)), memory_pool=POOL)
-
-
-def gather(buf: bytes, lo: np.ndarray, hi: np.ndarray) -> pa.Buffer:
-    """The bytes ``buf[lo[i]:hi[i]]`` concatenated (:func:`gather_array`, as one buffer)."""
-    taken = gather_array(buf, lo, hi)
+    taken = pc.take(pieces, indices(np.arange(1, 2 * lo.size, 2)), memory_pool=POOL)
     _, offs, data = taken.buffers()
     bounds = np.frombuffer(offs, np.int64)
     if data is None:

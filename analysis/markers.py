@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ import re2
 
 from analysis import catalogue
 from analysis.bulk import POOL, indices
+from analysis.grammar import MARKERS_KEPT
 from analysis.locate import gather
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -66,7 +68,7 @@ NEEDLES: tuple[bytes, ...] = tuple(sorted({
     t.encode() for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS)
 }))
 # every needle hit, in one RE2 pass: RE2 runs a DFA, where Python's re tries every alternative at almost every byte
-# of lower-cased text (7x slower here); Latin-1 mode, so that bytes that are not UTF-8 are plain bytes
+# of lower-cased text (7x slower); Latin-1 mode, so that bytes that are not UTF-8 are plain bytes
 _RE2_LATIN1 = re2.Options()
 _RE2_LATIN1.encoding = re2.Options.Encoding.LATIN1
 NEEDLE_RE = re2.compile(b"|".join(re.escape(n) for n in NEEDLES), _RE2_LATIN1)
@@ -154,7 +156,7 @@ def scan_markers(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, str, str
 def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, ...] | None = None,
                 ) -> tuple[np.ndarray, np.ndarray, list[tuple[str, str]]]:
     """:func:`scan_markers` as arrays: the offsets (int64, in order), and for each the index of its (text, kind)
-    in the table returned, so that a repeated line is one entry (:class:`analysis.tail.MarkerBag` keeps only 16
+    in the table returned, so that a repeated line is one entry (:class:`MarkerBag` keeps only 16
     markers of a kind: the others cost no Python object).
 
     ``quiet``: (start, lo, newlines): lines of the region (offsets in ``buf``, in order) whose text from ``lo`` to
@@ -163,10 +165,10 @@ def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, ...] | 
     no needle holds ``|``, so when no ``buf[start:lo]`` holds one either, those lines are no markers and are left
     out of the search.
 
-    Speed (issue 17): a region without ``\\r`` whose lines are at most 2048 bytes (the usual case) has one segment
+    Speed: a region without ``\\r`` whose lines are at most 2048 bytes (the usual case) has one segment
     per candidate line, the whole line; there Arrow finds the distinct lines (ranks print the same warnings), the
     needles are searched in those only and each distinct candidate is classified once, so a repeated line costs
-    no Python call (:func:`_scan_distinct`; about 2.5x faster than a split and a dict here).
+    no Python call (:func:`_scan_distinct`; about 2.5x faster than a split and a dict).
     """
     if buf.find(b"\r", pos, end) == -1:
         region = memoryview(buf)[pos:end]
@@ -253,3 +255,48 @@ def _classified(raw: bytes) -> tuple[str, str] | None:
     text = clean_line(raw)
     kind = marker_kind(text)
     return None if kind is None else (text, kind)
+
+
+class MarkerBag:
+    """The failure markers kept of a stream: per kind the first and the last ``MARKERS_KEPT`` (8) markers, in the
+    order added, and the count of every marker added (``counts``)."""
+
+    __slots__ = ("counts", "kept")
+
+    def __init__(self) -> None:
+        self.kept: dict[str, tuple[list[Marker], deque[Marker]]] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, marker: Marker) -> None:
+        """Count ``marker`` and keep it while it is among the first or the last 8 of its kind."""
+        self.counts[marker.kind] = self.counts.get(marker.kind, 0) + 1
+        first, last = self.kept.setdefault(marker.kind, ([], deque(maxlen=MARKERS_KEPT)))
+        if len(first) < MARKERS_KEPT:
+            first.append(marker)
+        else:
+            last.append(marker)
+
+    def scan(self, buf: bytes, pos: int, end: int, base: int, file: str,
+             quiet: tuple[np.ndarray, ...] | None = None) -> None:
+        """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), as :meth:`add`
+        would one by one: per kind, the count, the first to fill the first 8 and the last 8 of the others (a
+        Marker is made only for those). ``quiet``: lines that hold no marker (:func:`analysis.markers.marker_rows`)."""
+        offsets, which, table = marker_rows(buf, pos, end, quiet)
+        if not offsets.size:
+            return
+        kinds: dict[str, int] = {}
+        kind_of = np.array([kinds.setdefault(kind, len(kinds)) for _, kind in table], np.int64)[which]
+        for kind, code in kinds.items():
+            rows = np.flatnonzero(kind_of == code)
+            self.counts[kind] = self.counts.get(kind, 0) + rows.size
+            first, last = self.kept.setdefault(kind, ([], deque(maxlen=MARKERS_KEPT)))
+            room = MARKERS_KEPT - len(first)
+            for into, picked in ((first, rows[:room]), (last, rows[room:][-MARKERS_KEPT:])):
+                into.extend(Marker(kind, table[i][0][:TEXT_LIMIT], file, base + lo)
+                            for lo, i in zip(offsets[picked].tolist(), which[picked].tolist(), strict=True))
+
+    def markers(self) -> Iterator[Marker]:
+        """The kept markers, kind after kind."""
+        for first, last in self.kept.values():
+            yield from first
+            yield from last

@@ -26,21 +26,23 @@ Truncated lines, another rank's output or binary bytes spliced into the line the
 When several lines give the same iteration number, the last one wins (a later restart file re-ran it).
 
 Speed: failure markers are searched in every byte before a file's first iteration line (set-up errors) and in the
-last ``tail_bytes`` of each file (a fatal error ends the stream); in between only the iteration, memory and
-Step Time patterns run. Lines over 1 MiB without a line end are dropped and counted.
+regions (chunks of complete lines) that end within the last ``tail_bytes`` of each file (a fatal error ends the
+stream); in between only the iteration, memory and Step Time patterns run. Lines over 1 MiB without a line end are
+dropped and counted. A regular file is read up to its size when it was opened (a log that is still being written
+is parsed as it was then).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from analysis import split
 from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
 from analysis.markers import Marker
 from analysis.scanner import Scanner
@@ -57,7 +59,7 @@ __all__ = [
     "restart_key",
 ]
 
-CHUNK_BYTES = 2 << 20  # fits the L2 cache with its temporaries: about 2% faster than 4 MiB here (benchmarks/parse.py)
+CHUNK_BYTES = 2 << 20  # fits the L2 cache with its temporaries: about 2% faster than 4 MiB (benchmarks/parse.py)
 TAIL_BYTES = 32 << 20  # failure markers are searched in this many trailing bytes of each file
 
 _RESTART_RE = re.compile(r"^(?P<stem>.+?)_(?P<job>\d+)_(?P<restart>\d+)\.out$")
@@ -241,65 +243,32 @@ def parse_files(paths: Sequence[str | Path], *, tail_bytes: int = TAIL_BYTES) ->
     unreadable: list[str] = []
     names = [str(p) for p in paths]
     for name in names:
-        scanner.begin_file(name)
-        size = 0
-        ended = False
+        read = 0
         try:
             with open(name, "rb") as fh:
-                size = _read(scanner, fh, tail_bytes)
-                ended = True
+                info = os.fstat(fh.fileno())
+                size = info.st_size if stat.S_ISREG(info.st_mode) else None  # a pipe: read to its end
+                scanner.begin_file(name, size)
+                while (size is None or read < size) and (chunk := fh.read(_want(read, size))):
+                    read += len(chunk)
+                    scanner.feed(chunk)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             unreadable.append(f"{name}: {reason}")
             notes.append(f"cannot read {name}: {reason}")
-        if not ended:
-            scanner.end_file()  # what was read of it (nothing, or up to the error)
-        if size == 0 and not any(u.startswith(f"{name}: ") for u in unreadable):
+            if not read:
+                scanner.begin_file(name, 0)
+        scanner.end_file()  # what was read of it (all of it, nothing, or up to a read error)
+        if read == 0 and not any(u.startswith(f"{name}: ") for u in unreadable):
             notes.append(f"empty file {name}")
     return _result(scanner, names, notes, unreadable)
 
 
-def _read(scanner: Scanner, fh, tail_bytes: int) -> int:
-    """Feed one open file to ``scanner`` in ``CHUNK_BYTES``-aligned reads and end it; returns the bytes read.
-
-    A file of at least ``split.SPLIT_MIN_BYTES``, in a process of one Python thread on 2 CPUs or more
-    (:func:`split.can_fork`), is scanned in two halves at once (:mod:`analysis.split`, same result); otherwise, or
-    when the halves cannot be joined, in one pass here."""
-    size = os.fstat(fh.fileno()).st_size
-    start = scanner.base
-    name = scanner.file
-    scanner.know_size(size, split.reader(name, start))  # opens the file again: maybe after a read error of fh
-    big = size >= split.SPLIT_MIN_BYTES and split.can_fork()
-    cut = split.cut_offset(fh, size, tail_bytes, CHUNK_BYTES) if big else None
-    child = split.start_second_half(name, cut, size, start, tail_bytes, CHUNK_BYTES) if cut else None
-    try:
-        read = _feed(scanner, fh, 0, cut)
-    except BaseException:
-        split.discard(split.collect(*child) if child else None)
-        raise
-    if child is not None:
-        half = split.collect(*child)
-        if not split.can_join(scanner, half):
-            split.discard(half)
-        elif split.join(scanner, half):  # else the process died while writing: nothing was joined
-            scanner.base = start + size
-            scanner.end_file()
-            return size
-        fh.seek(read)
-        read = _feed(scanner, fh, read, None)  # as one pass would: the second half here, after the first
-    scanner.end_file()
-    return read
-
-
-def _feed(scanner: Scanner, fh, read: int, stop: int | None) -> int:
-    """Feed ``fh`` from byte ``read`` (its position) to ``stop`` (or its end) in reads that end at multiples of
-    ``CHUNK_BYTES``; returns the position reached."""
-    while (want := CHUNK_BYTES - read % CHUNK_BYTES if stop is None else min(CHUNK_BYTES - read % CHUNK_BYTES,
-                                                                               stop - read)) and (
-            chunk := fh.read(want)):
-        read += len(chunk)
-        scanner.feed(chunk)
-    return read
+def _want(read: int, size: int | None) -> int:
+    """Bytes of the next read at file position ``read``: up to the next multiple of ``CHUNK_BYTES`` (so that the
+    regions, and with them the result, do not depend on the file system's reads), at most to ``size``."""
+    want = CHUNK_BYTES - read % CHUNK_BYTES
+    return want if size is None else min(want, size - read)
 
 
 def _as_int64(values: np.ndarray) -> np.ndarray:
@@ -324,14 +293,15 @@ def _encode(line: str) -> bytes:
 
 def parse_lines(lines: Iterable[str | bytes], *, name: str = "<lines>", tail_bytes: int = TAIL_BYTES) -> ParsedLog:
     """Parse an iterable of log lines (str or bytes, with or without line ends) as one file called ``name``."""
-    scanner = Scanner(tail_bytes)
-    scanner.begin_file(name)
-    batch: list[bytes] = []
-    size = 0
+    raws = []
     for line in lines:
         raw = _encode(line) if isinstance(line, str) else bytes(line)
-        if not raw.endswith((b"\n", b"\r")):
-            raw += b"\n"
+        raws.append(raw if raw.endswith((b"\n", b"\r")) else raw + b"\n")
+    scanner = Scanner(tail_bytes)
+    scanner.begin_file(name, sum(map(len, raws)))
+    batch: list[bytes] = []
+    size = 0
+    for raw in raws:  # fed in batches of whole lines of at least CHUNK_BYTES
         batch.append(raw)
         size += len(raw)
         if size >= CHUNK_BYTES:

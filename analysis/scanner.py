@@ -2,25 +2,25 @@
 
 Speed notes (benchmarks/parse.py):
 - after a file's first iteration line, a region without ``\r`` is located with numpy (:mod:`analysis.locate`:
-  the aligned words of ``iteration``, header and memory-line templates), else (and where that cannot decide) by
-  one regex pass that finds iteration *and* memory lines (``ITER_N_RE``/``ITER_RE``); ``Step Time`` lines are
-  read only while some iteration line lacks its throughput (then they are paired with iteration lines);
+  the aligned words of ``iteration``, header templates, memory lines by their head), else (and where that cannot
+  decide) by one regex pass that finds iteration *and* memory lines (``ITER_N_RE``/``ITER_RE``); the memory values
+  are read by one regex pass over the memory lines; ``Step Time`` lines are read only while some iteration line
+  lacks its throughput (then they are paired with iteration lines);
 - iteration lines of one log share a key sequence (a "layout"); the lines of a region that all have the last
   accepted layout are joined, and Arrow kernels compare the keys and cast the values (``analysis.bulk``; where
   Arrow refuses, one ``translate`` checks characters and separators, then a split and ``float``); a region where
   some line fails the per-line checks goes through the per-line path (a damaged line costs speed, not numbers);
-- failure markers (and config lines) are searched before a file's first iteration line and in the file's last
-  ``tail_bytes`` (:mod:`analysis.tail`; ``analysis.markers.marker_rows``: one RE2 pass over distinct lines, the
-  accepted iteration lines that cannot hold a needle left out).
+- failure markers (and config lines) are searched before a file's first iteration line and in the regions that end
+  within the file's last ``tail_bytes`` (``analysis.markers.MarkerBag.scan``: one RE2 pass over distinct lines, the
+  accepted iteration lines that cannot hold a needle left out), while the region's bytes are in the cache.
 Memory: per row 8 bytes of iteration number plus 8 per varying column (``grammar.Column``; constant columns
-and the layouts' rows cost nothing per row), at most one chunk of log bytes (issue 17).
+and the layouts' rows cost nothing per row), and one chunk of log bytes, so that a log of several GB fits.
 """
 
 from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Callable
 
 import numpy as np
 
@@ -46,8 +46,7 @@ from analysis.grammar import (
     _make_layout,
     _timestamp,
 )
-from analysis.markers import clean_line
-from analysis.tail import MarkerBag, Tail
+from analysis.markers import MarkerBag, clean_line
 
 
 class Scanner(BulkRegions):
@@ -74,7 +73,6 @@ class Scanner(BulkRegions):
         self.config: dict[str, str] = {}
         self.bag = MarkerBag()  # the failure markers kept (set-up, then tails, file after file)
         self.kept, self.counts = self.bag.kept, self.bag.counts
-        self.after_cut = False  # a second half (analysis.split): Step Time lines are not read (see _iterations)
         self.damaged = 0
         self.step_lines = 0
         self.first_off: int | None = None
@@ -88,35 +86,26 @@ class Scanner(BulkRegions):
         self.begin_file("")
 
     # -- file boundaries -------------------------------------------------------------------------------------
-    def begin_file(self, name: str, size: int | None = None,
-                   reread: Callable[[int, int], bytes] | None = None) -> None:
-        """Start file ``name`` at the current stream offset (see :meth:`know_size` for ``size`` and ``reread``)."""
+    def begin_file(self, name: str, size: int | None = None) -> None:
+        """Start file ``name`` of ``size`` bytes at the current stream offset. The regions that end within its last
+        ``tail_bytes`` get the failure-marker scan; with ``size`` None (a pipe, or a stream fed directly), every
+        region after the file's first iteration line does."""
         self.file = name
         self.file_base = self.base
+        self.tail_from = None if size is None else self.base + size - self.tail_bytes  # (a stream offset)
         self.in_setup = True
         self.file_has_iter = False
         self._first_at = 0  # where the file's first iteration line starts in the buffer that holds it
         self.carry = b""
         self.carry_base = self.base
         self.skip_line = False
-        self.know_size(size, reread)
 
-    def know_size(self, size: int | None, reread: Callable[[int, int], bytes] | None = None) -> None:
-        """Before the file's first byte: its ``size`` (bytes) and ``reread(stream offset, length)`` for its bytes,
-        so that its tail holds no bytes (:class:`analysis.tail.Tail`)."""
-        self.tail = Tail(self.tail_bytes, self.file, None if size is None else self.base + size, reread)
-
-    def end_lines(self) -> None:
-        """Read the file's last line when it has no line end."""
+    def end_file(self) -> None:
+        """End the file: read its last line when it has no line end."""
         if self.carry and not self.skip_line:
             line = self.carry + b"\n"
             self._checked(line, 0, len(line), self.carry_base)
         self.carry = b""
-
-    def end_file(self) -> None:
-        """End the file: its last line, then the marker scan of its tail."""
-        self.end_lines()
-        self.tail.finish(self.bag)
 
     # -- byte input ------------------------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -204,10 +193,12 @@ class Scanner(BulkRegions):
             if self.in_setup or stop == end:
                 return
             pos = stop
+        if self.tail_from is not None and base + end <= self.tail_from:
+            return  # the region ends before the file's last ``tail_bytes``: no marker scan
         quiet = self.quiet
         if quiet is not None and quiet[2].size and quiet[2][0] < pos:  # (lines before the first iteration line)
             quiet = (*(v[quiet[0] >= pos] for v in quiet[:2]), quiet[2][quiet[2] >= pos])
-        self.tail.add(buf, pos, end, base, quiet)
+        self.bag.scan(buf, pos, end, base, self.file, quiet)
 
     def _step_lines(self, buf: bytes, pos: int, end: int) -> list[tuple[bytes, bytes]]:
         """The Step Time lines' (seconds, TFLOP/s/GPU or b"") in ``buf[pos:end]``, counted (one ``findall``;
@@ -220,7 +211,7 @@ class Scanner(BulkRegions):
         return found
 
     def _iterations(self, buf: bytes, pos: int, end: int, base: int) -> None:
-        if (len(self.it) or self.after_cut) and not self._layout_without_tflops:
+        if len(self.it) and not self._layout_without_tflops:
             # every iteration line so far carries its throughput: Step Time lines add nothing and are not read
             # (``step_lines`` counts the lines read; skipping the count saves a pass over the bytes)
             steps: list[tuple[bytes, bytes]] = []
@@ -246,8 +237,8 @@ class Scanner(BulkRegions):
             if self._line(n, total, rest, buf, m.start(), pos, base):
                 last = m
                 if self._fast is not None and not self._layout_without_tflops and self.file_has_iter:
-                    # the rest of the region as every later region (the first region is no longer read line
-                    # by line: about 1,700 lines of a typical log's first 2 MiB; issue 17)
+                    # the rest of the region as every later region, so that the first region is not read line
+                    # by line (about 1,700 lines of a typical log's first 2 MiB)
                     self._last_line(last, buf, pos, base)
                     self._fast_region(self._fast, buf, m.end(), end, base)
                     return
@@ -305,10 +296,10 @@ class Scanner(BulkRegions):
         return True
 
     def _glued(self, n: bytes, total: bytes, rest: bytes, buf: bytes, at: int, pos: int, base: int) -> bool:
-        """An iteration line with another print glued after one of its ``|`` separators (issue 14): ``... | number
-        of nan iterations: 0 |[rank0]: text`` or ``... |iteration 6/ 10 | ...``. The line up to that ``|`` is read
-        when it passes every check on its own; a following glued iteration line is read too. Anything else is
-        damage (counted), as before: a print cut into the middle of a field is never read."""
+        """An iteration line with another print glued after one of its ``|`` separators, as ranks that share a
+        stream print (``... | number of nan iterations: 0 |[rank0]: text`` or ``... |iteration 6/ 10 | ...``). The
+        line up to that ``|`` is read when it passes every check on its own; a following glued iteration line is read
+        too. Anything else is damage (counted): a print cut into the middle of a field is never read."""
         cut = _GLUE_RE.search(rest)
         if cut is None or len(rest) > 65536:
             self.damaged += 1

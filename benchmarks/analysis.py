@@ -1,27 +1,30 @@
-"""Analysis benchmark: ``analysis.api.analyze_files`` of 8 runs x 30k iterations, against the full bootstrap.
+"""Analysis benchmark: ``python -m analysis.report`` of 8 runs x 30k iterations, with speedups against one of them.
 
-    .venv/bin/python benchmarks/analysis.py [--runs 8] [--iterations 30000] [--repeats 3]
+    .venv/bin/python benchmarks/analysis.py [--runs 8] [--iterations 30000] [--repeats 3] [--against REV|DIR]
 
-Generates the runs' logs (iteration lines only, noisy step times and throughput), then analyses them
-``--repeats`` times with the current code and once with the baseline, the percentile bootstrap up to 50,000 values
-(``analysis.stats.LARGE_N = 50_000``, the revision before issue 17), in the same process. Prints the median wall
-time of each, the ratio, and how far apart the intervals (step time, TFLOP/s/GPU, speedups) are: the largest
-relative difference and whether every bound is equal to 3 significant digits. Target (issue 17): under 3 s,
-intervals unchanged to 3 significant digits. Prints figures, not pass/fail.
+Generates the runs' logs (iteration lines only, noisy step times and throughput; run k is k% slower than run 0),
+then times ``python -m analysis.report LOG... --baseline alltoall --out DIR --quiet`` as a whole process started in
+each tree (benchmarks/harness.py): parse, statistics (bootstrap intervals of 30k-iteration runs), speedups, report.
+Printed per tree: median wall and CPU time, peak RSS; then this tree's time over the baseline's, measured in the
+same run, and how far apart the two trees' intervals are (step time, TFLOP/s/GPU, tokens/s per run; speedups): the
+largest relative difference and how many bounds are equal to 3 significant digits. Prints figures, not pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
+import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__:
+    from benchmarks import harness
+else:  # python benchmarks/analysis.py: this folder is sys.path[0]
+    import harness
 
 LINE = ("[2026-11-29 15:00:00] iteration {i:8d}/{n:8d} | consumed samples: {cs:12d} | elapsed time per iteration "
         "(ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): {tf:.1f} | learning rate: 2.989355E-04 | global batch "
@@ -46,32 +49,19 @@ def generate(folder: Path, runs: int, iterations: int) -> list[Path]:
     return paths
 
 
-def intervals(summary) -> dict[str, float]:
-    """Every interval bound of the summary, by name."""
+def intervals(summary: dict) -> dict[str, float]:
+    """Every interval bound of a summary.json, by name."""
     out: dict[str, float] = {}
-    for r in summary.runs:
-        for what in ("step_time", "tflops", "tokens"):
-            est = getattr(r, what)
-            if est is not None:
-                out[f"{r.name}.{what}.lo"], out[f"{r.name}.{what}.hi"] = est.ci_low, est.ci_high
-    for c in summary.comparisons:
-        sp = getattr(c, "speedup", None)
-        if sp is not None:
-            out[f"{c.variant}.speedup.lo"], out[f"{c.variant}.speedup.hi"] = sp.ci_low, sp.ci_high
+    for r in summary.get("runs", []):
+        for what in ("step_time_ms", "tflops_per_gpu", "tokens_per_s_per_gpu"):
+            est = r.get(what)
+            if isinstance(est, dict) and est.get("ci_low") is not None:
+                out[f"{r['name']}.{what}.lo"], out[f"{r['name']}.{what}.hi"] = est["ci_low"], est["ci_high"]
+    for c in summary.get("comparisons", []):
+        sp = c.get("speedup")
+        if isinstance(sp, dict) and sp.get("ci_low") is not None:
+            out[f"{c['variant']}.speedup.lo"], out[f"{c['variant']}.speedup.hi"] = sp["ci_low"], sp["ci_high"]
     return out
-
-
-def run(paths: list[Path], large_n: int) -> tuple[float, dict[str, float]]:
-    from analysis import stats
-    from analysis.api import analyze_files
-
-    saved, stats.LARGE_N = stats.LARGE_N, large_n
-    try:
-        t0 = time.perf_counter()
-        summary = analyze_files(paths, baseline=paths[0].stem)
-        return time.perf_counter() - t0, intervals(summary)
-    finally:
-        stats.LARGE_N = saved
 
 
 def same_3_digits(a: float, b: float) -> bool:
@@ -82,34 +72,35 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--iterations", type=int, default=30_000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per tree (default 3)")
+    harness.add_against(ap)
     a = ap.parse_args()
-    from analysis import stats
+    print(harness.machine())
+    with tempfile.TemporaryDirectory(prefix="analysis-bench-") as tmp, harness.trees(a.against) as sides:
+        work = Path(tmp)
+        paths = generate(work, a.runs, a.iterations)
+        out = {side.label: work / f"report-{k}" for k, side in enumerate(sides)}
 
-    with tempfile.TemporaryDirectory(prefix="analysis-bench-") as d:
-        paths = generate(Path(d), a.runs, a.iterations)
-        t_imp = time.perf_counter()
-        import analysis.api  # noqa: F401  (the import is timed apart from the analysis)
-        t_imp = time.perf_counter() - t_imp
-        now = [run(paths, stats.LARGE_N) for _ in range(max(1, a.repeats))]
-        base_s, base = run(paths, 50_000)
-    wall = statistics.median(t for t, _ in now)
-    cur = now[0][1]
-    rel = max(abs(cur[k] - base[k]) / abs(base[k]) for k in base)
-    same = sum(same_3_digits(cur[k], base[k]) for k in base)
-    print(f"analysis of {a.runs} runs x {a.iterations} iterations (analysis.api.analyze_files, import "
-          f"{t_imp:.2f} s not counted)")
-    print(f"  current (replicates drawn from the exact bootstrap distribution above LARGE_N={stats.LARGE_N}): {wall:.2f} s median of "
-          f"{len(now)} ({min(t for t, _ in now):.2f}-{max(t for t, _ in now):.2f}); target < 3 s")
-    print(f"  baseline (full bootstrap up to 50,000 values), same run: {base_s:.2f} s -> {base_s / wall:.1f}x faster")
-    print(f"  intervals: {len(base)} bounds, {same} equal to 3 significant digits, largest relative difference "
-          f"{rel:.2e} (half a unit in the 3rd digit is 5e-4 to 5e-3); keys differ: "
-          f"{sorted(set(cur) ^ set(base)) or 'none'}")
-    worst = max(base, key=lambda k: abs(cur[k] - base[k]) / abs(base[k]))
-    print(f"  largest difference: {worst}: {cur[worst]:.6g} vs {base[worst]:.6g}")
-    for k in sorted(base):
-        if not same_3_digits(cur[k], base[k]):
-            print(f"    not equal to 3 significant digits: {k}: {cur[k]:.6g} vs {base[k]:.6g}")
+        def args(side: harness.Tree) -> list[str]:
+            shutil.rmtree(out[side.label], ignore_errors=True)
+            return ["-m", "analysis.report", *map(str, paths), "--baseline", paths[0].stem, "--out",
+                    str(out[side.label]), "--quiet"]
+
+        def written(side: harness.Tree, got: harness.Run) -> None:
+            if got.rc not in (0, 3, 4) or not (out[side.label] / "summary.json").exists():
+                raise SystemExit(f"analysis.report of {side.label} failed ({got.rc}): {got.err[-2000:]}")
+
+        runs = harness.alternate(sides, args, a.repeats, check=False, after=written)
+        print("\n".join(harness.table(f"python -m analysis.report of {a.runs} runs x {a.iterations} iterations "
+                                      f"--baseline {paths[0].stem}:", sides, runs)))
+        if len(sides) > 1:
+            cur, base = (intervals(json.loads((out[s.label] / "summary.json").read_text())) for s in sides)
+            common = sorted(set(cur) & set(base))
+            rel = max((abs(cur[k] - base[k]) / abs(base[k]) for k in common if base[k]), default=0.0)
+            same = sum(same_3_digits(cur[k], base[k]) for k in common)
+            print(f"  intervals: {len(common)} bounds in both, {same} equal to 3 significant digits, largest relative "
+                  f"difference {rel:.2e}; only in one tree: {sorted(set(cur) ^ set(base)) or 'none'}")
+    print(harness.machine())
     return 0
 
 

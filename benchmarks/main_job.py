@@ -1,80 +1,64 @@
-"""Main-job benchmark: ``python -m experiments.sweep`` with no overrides (cluster=local, validate mode on a CPU).
+"""Main-job benchmark: ``python -m experiments.sweep output_dir=DIR``, the default sweep (cluster=local; validate mode
+on a machine without a GPU).
 
-    .venv/bin/python benchmarks/main_job.py [--repeats 2] [--against REV|DIR] [--warmup 1]
+    .venv/bin/python benchmarks/main_job.py [--repeats 2] [--warmup 1] [--against REV|DIR]
 
-Each run is a fresh process writing a new sweep folder (``output_dir=`` in a temporary folder; everything else is
-the default: plan, validate every kept variant, gates, analysis, report). Prints the median wall time, the number
-of validate processes it started (local NeMo-Run jobs) and the validated runs. ``--against REV`` runs that git
-revision's tree (or the tree in folder DIR) on the same machine, alternating, and prints the ratio. Each tree runs
-``--warmup`` times untimed first, and bytecode is written as Python does by default (``benchmarks/parse.py``'s
-``child_env``), so the figure is a user's second run, not a first one that compiles every module. Target (issue 17): under 8 s, one
-validate process for all kept variants of a stage. Prints figures, not pass/fail.
+Each run is a whole process started in its tree (benchmarks/harness.py), writing a new sweep folder in a temporary
+folder; everything else is the default: plan, validate every kept variant, gates, analysis, report. The CPU time
+counts the validate processes it waits for. Printed per tree: median wall and CPU time, exit codes, the local
+NeMo-Run jobs it started and the runs that succeeded; then this tree's time over the baseline's, measured in the same
+run. ``--warmup`` untimed runs of each tree come first (bytecode written, caches filled, as on a user's second run).
+Prints figures, not pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
+if __package__:
+    from benchmarks import harness
+else:  # python benchmarks/main_job.py: this folder is sys.path[0]
+    import harness
 
-from parse import baseline_tree, child_env  # noqa: E402  (benchmarks/parse.py)
 
-
-def once(tree: Path, work: Path) -> tuple[float, int, int, int]:
-    """(wall s, exit code, validate processes, runs validated) of one default main job of ``tree``."""
-    out = Path(tempfile.mkdtemp(dir=work)) / "sweep"
-    t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "experiments.sweep", f"output_dir={out}"], cwd=tree,
-                         env=child_env(tree), capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    # every local job is one NeMo-Run task folder under nemo_run/.../experiments/<title>/<exp id>/<task>/
-    jobs = len([p for p in (out / "nemo_run").rglob("*") if p.is_dir() and p.parent.parent.parent.name == "experiments"])
-    m = json.loads((out / "manifest.json").read_text()) if (out / "manifest.json").exists() else {"variants": []}
-    runs = sum(1 for v in m["variants"] for a in v.get("attempts", []) if a.get("status") == "succeeded")
-    return wall, res.returncode, jobs, runs
+def outcome(sweep: Path) -> tuple[int, int]:
+    """(local NeMo-Run jobs, runs succeeded) of a finished sweep folder: every local job is one NeMo-Run task folder
+    under ``nemo_run/.../experiments/<title>/<exp id>/<task>/``."""
+    jobs = len([p for p in (sweep / "nemo_run").rglob("*")
+                if p.is_dir() and p.parent.parent.parent.name == "experiments"])
+    manifest = sweep / "manifest.json"
+    variants = json.loads(manifest.read_text())["variants"] if manifest.exists() else []
+    return jobs, sum(1 for v in variants for a in v.get("attempts", []) if a.get("status") == "succeeded")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--against", metavar="REV", help="a git revision, or a folder holding a tree of one")
+    ap.add_argument("--repeats", type=int, default=2, help="timed runs per tree (default 2)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs of each tree first (default 1)")
+    harness.add_against(ap)
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="main-job-bench-"))
-    try:
-        trees = [("current", REPO)]
-        if a.against:
-            base = work / "base"
-            base.mkdir()
-            baseline_tree(a.against, base, ".")
-            trees.append((a.against, base))
-        rows: dict[str, list[tuple[float, int, int, int]]] = {label: [] for label, _ in trees}
-        for _ in range(a.warmup):  # not timed: bytecode written, caches filled, as on a user's second run
-            for _label, tree in trees:
-                once(tree, work)
-        for _ in range(a.repeats):
-            for label, tree in trees:
-                rows[label].append(once(tree, work))
-        walls = {}
-        for label, got in rows.items():
-            w = [g[0] for g in got]
-            walls[label] = statistics.median(w)
-            print(f"{label}: default main job {walls[label]:.1f} s median of {len(w)} ({min(w):.1f}-{max(w):.1f}); "
-                  f"exit codes {sorted({g[1] for g in got})}, local NeMo-Run jobs {got[0][2]}, runs succeeded "
-                  f"{got[0][3]} (target < 8 s)")
-        if a.against:
-            print(f"speed-up over {a.against}: {walls[a.against] / walls['current']:.2f}x")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    print(harness.machine())
+    with tempfile.TemporaryDirectory(prefix="main-job-bench-") as tmp, harness.trees(a.against) as sides:
+        work = Path(tmp)
+        made: dict[str, list[Path]] = {side.label: [] for side in sides}
+
+        def args(side: harness.Tree) -> list[str]:
+            sweep = Path(tempfile.mkdtemp(dir=work)) / "sweep"
+            made[side.label].append(sweep)
+            return ["-m", "experiments.sweep", f"output_dir={sweep}"]
+
+        runs = harness.alternate(sides, args, a.repeats, warmup=a.warmup, check=False)
+        print("\n".join(harness.table("python -m experiments.sweep output_dir=DIR (the default main job):", sides,
+                                      runs)))
+        for side in sides:
+            jobs, ok = outcome(made[side.label][-1])
+            print(f"  {side.label}: exit codes {sorted({r.rc for r in runs[side.label]})}, local NeMo-Run jobs {jobs}, "
+                  f"runs succeeded {ok}")
+    print(harness.machine())
     return 0
 
 

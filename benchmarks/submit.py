@@ -1,84 +1,77 @@
-"""Submission benchmark on the local Slurm cluster (scripts/slurm_local/start.sh): per-job vs packed.
+"""Submission benchmark on the local Slurm cluster (scripts/slurm_local/start.sh): a detached sweep, per-job and
+packed.
 
-    .venv/bin/python benchmarks/submit.py [--runs 12 48] [--keep]
+    .venv/bin/python benchmarks/submit.py [--sweep-repeats 1,4] [--repeats 2] [--against REV|DIR]
 
-For each run count N it measures, from a fresh process state (NeMo-Run imported once, as the sweep command does):
-- ``per_job``: N RunSpec-like jobs queued with one Slurm job each (``launchers.submit.submit_slurm``): seconds from
-  the call to all N queued, and per run; N allocations (N queue waits);
-- ``packed``: the same N runs in one allocation (``launchers.submit.submit_packed``): one queue wait.
-The jobs run ``true`` (the submission path is what is measured); they are cancelled afterwards.
-Prints figures, not pass/fail. Target (issue 5): under 0.5 s of submission overhead per run, one allocation per
-stage when packed.
+Times ``python -m experiments.sweep cluster=local_slurm sweep=full repeats=R pack=false|true detach=true
+allow_dirty=true output_dir=DIR`` as a whole process started in each tree (benchmarks/harness.py): plan, package
+the code, submit every kept run (7 variants x R repeats) with one Slurm job each (``pack=false``) or one allocation
+per block (``pack=true``), write the manifest and return without waiting. The jobs it queued are cancelled after
+each run (``scancel`` of the manifest's job ids; untimed). Printed per tree and case: median wall and CPU time, peak
+RSS, runs and Slurm jobs queued; then this tree's time over the baseline's, measured in the same run. Prints
+figures, not pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+if __package__:
+    from benchmarks import harness
+else:  # python benchmarks/submit.py: this folder is sys.path[0]
+    import harness
 
 
-def _repo(root: Path) -> Path:
-    code = root / "code"
-    code.mkdir()
-    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b",
-           "PATH": "/usr/bin:/bin"}
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
-        if args[0] == "add":
-            (code / "tool.py").write_text("print(1)\n")
-        subprocess.run(["git", "-C", str(code), *args], check=True, env=env)
-    return code
+def queued(sweep: Path) -> tuple[int, list[str]]:
+    """(runs with a job id, the distinct Slurm job ids) of a sweep folder's manifest."""
+    manifest = sweep / "manifest.json"
+    variants = json.loads(manifest.read_text())["variants"] if manifest.exists() else []
+    ids = [a["job_id"] for v in variants for a in v.get("attempts", []) if a.get("job_id")]
+    return len(ids), sorted(set(ids))
+
+
+def case(sides: list[harness.Tree], work: Path, repeats: int, pack: str, timed: int) -> None:
+    """Time the detached sweep with ``repeats=`` and ``pack=`` in every tree ``timed`` times; print the figures."""
+    last: list[Path] = []  # the sweep folder of the latest run
+    counts: dict[str, tuple[int, int]] = {}
+
+    def args(side: harness.Tree) -> list[str]:
+        last[:] = [Path(tempfile.mkdtemp(dir=work)) / "sweep"]
+        return ["-m", "experiments.sweep", "cluster=local_slurm", "sweep=full", f"repeats={repeats}", f"pack={pack}",
+                "detach=true", "allow_dirty=true", f"output_dir={last[0]}"]
+
+    def cancel(side: harness.Tree, got: harness.Run) -> None:
+        runs, ids = queued(last[0])
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, check=False)
+        if got.rc or not ids:
+            raise SystemExit(f"the detached sweep of {side.label} queued nothing ({got.rc}): {got.err[-2000:]}")
+        counts[side.label] = (runs, len(ids))
+
+    runs = harness.alternate(sides, args, timed, after=cancel, check=False)
+    print("\n".join(harness.table(f"python -m experiments.sweep cluster=local_slurm sweep=full repeats={repeats} "
+                                  f"pack={pack} detach=true:", sides, runs)))
+    for side in sides:
+        print(f"  {side.label}: {counts[side.label][0]} runs in {counts[side.label][1]} Slurm job(s)")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--runs", type=int, nargs="+", default=[12, 48])
-    ap.add_argument("--keep", action="store_true", help="keep the scratch sweep folders")
-    ap.add_argument("--repo", choices=["tiny", "this"], default="this",
-                    help="code shipped: a clone of this repository (default) or a one-file repository")
-    args = ap.parse_args()
-
-    import yaml
-
-    t0 = time.perf_counter()
-    from launchers.home import nemo_run
-
-    nemo_run()
-    print(f"import nemo_run: {time.perf_counter() - t0:.2f} s (once per process)")
-    from launchers.spec import JobCommand
-    from launchers.submit import cancel, submit_packed, submit_slurm
-
-    prof = yaml.safe_load((REPO / "conf" / "cluster" / "local_slurm.yaml").read_text()) | {"gpus_per_node": 1}
-    root = Path(tempfile.mkdtemp(prefix="bench-submit-"))
-    code = _repo(root) if args.repo == "tiny" else root / "clone"
-    if args.repo == "this":  # a clean clone of HEAD: the packager ships exactly this much
-        subprocess.run(["git", "clone", "-q", "--local", str(REPO), str(code)], check=True)
-    print(f"{'runs':>5} {'mode':>8} {'total s':>8} {'s/run':>7} {'allocations':>12}")
-    try:
-        for n in args.runs:
-            items = [JobCommand(name=f"r{i:03d}", argv=("true",)) for i in range(n)]
-            t = time.perf_counter()
-            subs = submit_slurm(prof, items, state_dir=root / f"per{n}" / "nemo_run", repo=code, label="s1")
-            dt = time.perf_counter() - t
-            print(f"{n:>5} {'per_job':>8} {dt:>8.2f} {dt / n:>7.3f} {len(subs):>12}")
-            cancel([s.job_id for s in subs])
-            t = time.perf_counter()
-            pack = submit_packed(prof, items, state_dir=root / f"pack{n}" / "nemo_run", repo=code, label="s1",
-                                 run_time_s=60)
-            dt = time.perf_counter() - t
-            print(f"{n:>5} {'packed':>8} {dt:>8.2f} {dt / n:>7.3f} {1:>12}")
-            cancel([pack.job.job_id])
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-    print(f"packing saves {max(args.runs) - 1} of {max(args.runs)} queue waits for {max(args.runs)} runs")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sweep-repeats", default="1,4", help="the sweep's repeats= values, comma-separated (default 1,4)")
+    ap.add_argument("--repeats", type=int, default=2, help="timed runs per tree and case (default 2)")
+    harness.add_against(ap)
+    a = ap.parse_args()
+    print(harness.machine())
+    with tempfile.TemporaryDirectory(prefix="submit-bench-") as tmp, harness.trees(a.against) as sides:
+        for repeats in [int(x) for x in a.sweep_repeats.split(",")]:
+            for pack in ("false", "true"):
+                case(sides, Path(tmp), repeats, pack, a.repeats)
+    print(harness.machine())
     return 0
 
 

@@ -1,11 +1,11 @@
-"""Verdicts under a drifting machine: a simulator that drives the sweep's own decision code (issue 15).
+"""Verdicts under a drifting machine: a simulator that drives the sweep's own decision code.
 
     .venv/bin/python benchmarks/verdicts.py [--drift PCT] [--trials N] [--aa-trials N] [--max-blocks K] [--seed S]
-                                            [--plot PNG]
+                                            [--plot PNG] [--against REV|DIR]
 
 Synthetic step times (ms), per run of ``--iters`` iterations:
 - the machine's speed drifts as a random walk over the runs in execution order; ``--drift PCT`` (0.5 to 18, default
-  18, the spread measured on the H200 in issue 15) sets the step so that the expected log-range of the walk over
+  18, the spread measured on the H200) sets the step so that the expected log-range of the walk over
   7 consecutive runs is log(1 + PCT/100) (7 runs of qwen3_moe_1b spread 18% over 25 minutes);
 - within-run noise: log-normal with a coefficient of variation of ``--cv`` (default 0.07, the 7.1% measured on the
   H200 baseline);
@@ -17,7 +17,7 @@ Synthetic step times (ms), per run of ``--iters`` iterations:
 - an injected true speedup s: the arm's step time is the baseline's / (1 + s).
 
 Designs (baseline A and one arm B per trial, 1 GPU, 70 s start-up per run + the steps):
-- ``sequential``: A A A A A then B B B B B, as before issue 15; verdict from
+- ``sequential``: A A A A A then B B B B B, the design the interleaved blocks replace; verdict from
   ``analysis.compare.speedup_from_run_medians`` + ``verdict_of`` (per-run medians, pooled t interval);
 - ``fixed``: 5 interleaved blocks, each A and B in the order of ``experiments.blocks.block_order``; verdict from
   ``analysis.sequential.fixed_states`` (paired t interval, TOST);
@@ -39,13 +39,18 @@ rate; the block orders of the first 10,000 trials are reused cyclically), the se
 
 Printed: the A/A false-positive rate (faster or slower at s = 0; its Monte Carlo standard error in brackets) of every
 design at every drift scale, with the adaptive design's power at 5%, the fixed design's, the adaptive GPU-hours
-against the fixed ones and which goal of issue 15 holds there (A/A <= 5%, power within 5 points, GPU-hours <= 0.60);
+against the fixed ones and which of the adaptive design's goals holds there (A/A <= 5%, power within 5 points,
+GPU-hours <= 0.60);
 then, at ``--drift``, per design: A/A false positives, detection rate (verdict faster) at 3%, 5% and 10%, A/A arms
 shown equivalent, the share decided and GPU-hours per arm and per decided arm, and the adaptive design's GPU-hours
 against the fixed ones at each speedup. Last line: ``A/A false positive X%; power 5%: Y% (fixed: Z%); GPU-hours vs
 fixed: R``, for the adaptive design at ``--drift``, where Z is the power of the 5 fixed interleaved blocks and R the
 adaptive design's GPU-h/arm over theirs; the line before it gives X's Monte Carlo standard error. 50-70 s on 2
 cores.
+
+The simulation runs as a whole process of each tree (benchmarks/harness.py ``in_trees``: this script with
+``--in-tree``, importing that tree's decision code); each tree's output is printed, then the wall and CPU time of
+each and this tree's over the baseline's, measured in the same run. ``--plot`` is written by this tree's process.
 """
 
 from __future__ import annotations
@@ -59,7 +64,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__:
+    from benchmarks import harness
+else:  # python benchmarks/verdicts.py: this folder is sys.path[0]
+    import harness
+
+harness.use_tree()  # the decision code of the tree this process runs for (this checkout, or --against's)
 
 from analysis.compare import speedup_from_run_medians, verdict_of  # noqa: E402
 from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states  # noqa: E402
@@ -212,8 +222,8 @@ def table(drift_pct: float, trials: int, max_blocks: int, iters: int, cv: float,
 
 
 def goals(adaptive: dict, fixed: dict) -> dict[str, bool]:
-    """The goals of issue 15 for one drift scale: A/A false positives <= 5%, power at 5% within 5 points of the 5
-    fixed blocks, GPU-hours <= 0.60 of theirs."""
+    """The adaptive design's goals at one drift scale: A/A false positives <= 5%, power at 5% within 5 points of the
+    5 fixed blocks, GPU-hours <= 0.60 of theirs."""
     return {"A/A<=5%": adaptive["fp"] <= 0.05, "power": adaptive["p5"] >= fixed["p5"] - 0.05,
             "GPU<=0.60": adaptive["hours_per_arm"] / fixed["hours_per_arm"] <= 0.60}
 
@@ -281,10 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cv", type=float, default=0.07, help="within-run coefficient of variation")
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--plot", type=Path, help="write the figure of the README here (PNG)")
+    harness.add_against(ap)
+    ap.add_argument(harness.IN_TREE, action="store_true", help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else argv
     a = ap.parse_args(argv)
     if not 0 < a.drift <= 100 or a.trials < 100 or a.aa_trials < 100 or a.max_blocks < 3:
         ap.error(f"--drift {a.drift} must be in (0, 100], --trials {a.trials} and --aa-trials {a.aa_trials} >= 100, "
                  f"--max-blocks {a.max_blocks} >= 3")
+    if not a.in_tree:  # each tree's process; this tree's writes the plot
+        own = harness.without(harness.without(argv, "--against"), "--plot")
+        plot_args = ["--plot", str(a.plot.resolve())] if a.plot else []
+        return harness.in_trees(__file__, lambda side: own + (plot_args if side.root == harness.REPO else []),
+                                a.against)
     t0 = time.perf_counter()
     by_drift = {d: table(d, a.trials, a.max_blocks, a.iters, a.cv, a.seed + 7, False, a.aa_trials) for d in DRIFTS}
     print(f"By drift scale: A/A false positives (the same variant twice; goal <= 5%; {a.aa_trials} arms for the fixed "

@@ -4,13 +4,12 @@ or ``None`` (then the scanner runs the regex); hypothesis regions of real-lookin
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.grammar import _MEM_BULK, ITER_N_RE
-from analysis.locate import HEADER, locate, memory_values
+from analysis.grammar import ITER_N_RE
+from analysis.locate import HEADER, locate
 from analysis.parse import parse_lines
 from tests.analysis.synth import iteration_line, memory_gb, memory_mb, step_time
 from tests.analysis.test_properties import DAMAGE  # also loads the "analysis" hypothesis profile
@@ -112,36 +111,3 @@ def test_scanner_with_locate_equals_the_regex_path(monkeypatch: pytest.MonkeyPat
     assert (with_locate.peak_mem_gb, with_locate.memory_lines, with_locate.last_iteration_offset) == (
         regex.peak_mem_gb, regex.memory_lines, regex.last_iteration_offset)
     assert with_locate.peak_mem_gb == 4.0 and with_locate.memory_lines == 2
-
-
-NUMBERS = st.one_of(st.floats(0, 1e6, allow_nan=False).map(str), st.sampled_from(
-    ["1e5", "+.5", "7.", "-3", "1E+02", "12", ".", "1.2.3", "x", "", "nan", "1e", "٣"]))
-
-
-@given(st.lists(st.tuples(NUMBERS, st.sampled_from([" ", "", "  ", "\t", "\x0c"]), st.sampled_from(
-    ["plain", "twice", "cut", "none", "long"])), min_size=1, max_size=40))
-def test_memory_values_equal_the_regex(lines):
-    rests = []
-    for number, gap, kind in lines:
-        rest = f" | mem-allocated-gigabytes: 1.5 | mem-max-allocated-gigabytes:{gap}{number}{gap}| tail: 0"
-        if kind == "twice":
-            rest = rest.replace("| tail", f"| mem-max-allocated-gigabytes: {number}7 | tail")
-        elif kind == "cut":
-            rest = rest[: len(rest) // 2]
-        elif kind == "none":
-            rest = " | mem-allocated-gigabytes: 1.5 |"
-        elif kind == "long":
-            rest = " " * 200 + rest
-        rests.append(rest.encode("utf-8") + b"\n")
-    text = b"".join(rests)
-    values = memory_values(pa.py_buffer(text), b"GB")
-    expected = [float(v) for v in _MEM_BULK[b"GB"].findall(text)]
-    if values is not None:
-        assert values.tolist() == expected
-    assert memory_values(pa.py_buffer(text), b"MB") is None
-
-
-def test_memory_values_read_the_usual_lines():
-    text = b"".join(memory_gb(i, 100.0 + i / 8).partition("memory (GB)")[2].encode() + b"\n" for i in range(500))
-    values = memory_values(pa.py_buffer(text), b"GB")
-    assert values is not None and values.tolist() == [100.0 + i / 8 for i in range(500)]

@@ -244,6 +244,31 @@ def test_tail_window_finds_final_error_and_setup_finds_early_error(tmp_path, mon
     assert log.markers[1].offset > log.last_iteration_offset > log.markers[0].offset
 
 
+def test_markers_between_set_up_and_the_tail_are_not_searched(tmp_path, monkeypatch):
+    monkeypatch.setattr(parse, "CHUNK_BYTES", 4096)
+    lines = [iteration_line(i, 3000) for i in range(1, 1501)] + ["RuntimeError: in the middle"]
+    lines += [iteration_line(i, 3000) for i in range(1501, 3001)] + ["RuntimeError: at the end"]
+    log = parse_files([write_log(tmp_path / "t.log", lines)], tail_bytes=8192)
+    assert [m.text for m in log.markers] == ["RuntimeError: at the end"]
+    whole = parse_files([tmp_path / "t.log"], tail_bytes=1 << 30)
+    assert [m.text for m in whole.markers] == ["RuntimeError: in the middle", "RuntimeError: at the end"]
+
+
+def test_a_pipe_is_read_to_its_end(tmp_path):
+    """A pipe has no size: all of it is read, and every region after the first iteration line is searched."""
+    import threading
+
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    text = "\n".join([iteration_line(i, 50) for i in range(1, 51)] + ["RuntimeError: boom"]) + "\n"
+    writer = threading.Thread(target=lambda: fifo.write_text(text))
+    writer.start()
+    log = parse_files([fifo])
+    writer.join()
+    assert list(log.series.iteration) == list(range(1, 51)) and log.marker_counts == {"exception": 1}
+    assert log.bytes_read == len(text) and not log.notes
+
+
 def test_marker_memory_is_bounded():
     lines = [f"[rank{i % 8}]: RuntimeError: boom {i}" for i in range(5000)]
     log = parse_lines(lines)

@@ -41,7 +41,7 @@ def test_quiet_lines_give_the_full_scan(case: dict, tmp_path: Path, monkeypatch:
         seen.append(quiet is not None and quiet[0].size > 0)
         return rows(buf, pos, end, quiet)
 
-    monkeypatch.setattr("analysis.tail.marker_rows", spy)
+    monkeypatch.setattr(markers, "marker_rows", spy)
     got = parse.parse_files([path])
     with monkeypatch.context() as m:
         m.setattr(bulkregion, "_quiet", lambda layout: False)

@@ -1,5 +1,5 @@
-"""benchmarks/parse.py on small generated logs: it prints figures for this tree and, with --against, for another git
-revision's analysis package, runs alternating (a smoke test of the script, not a speed assertion)."""
+"""benchmarks/parse.py on small generated logs: it prints whole-process figures for this tree and, with --against,
+for another git revision's tree, with the ratio (a smoke test of the script, not a speed assertion)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ REPO = Path(__file__).resolve().parents[2]
 def test_parse_benchmark_against_a_revision(tmp_path):
     out = subprocess.run([sys.executable, "benchmarks/parse.py", "--mb", "2", "--repeats", "2", "--against", "HEAD",
                           "--keep", str(tmp_path)], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    rows = re.findall(r"^(typical\d*\.log|iterations\d*\.log|  HEAD)\s+(\d+)\s+(\d+)\s+([\d.]+)", out, re.M)
-    assert [r[0] for r in rows] == ["typical2.log", "  HEAD", "iterations2.log", "  HEAD"], out
-    typical, iterations = int(rows[0][2]), int(rows[2][2])
-    assert typical > 1000 and iterations > typical and rows[1][2] == rows[0][2], out  # both trees: same iterations
-    assert len(re.findall(r"speed-up over HEAD: [\d.]+x", out)) == 2, out
-    assert f"grep -c iteration {2 * typical}" in out  # lines: each iteration line and one memory line per iteration
+    heads = re.findall(r"^(typical2\.log|iterations2\.log): \d+ MB, (\d+) iterations, damaged 0", out, re.M)
+    assert [h[0] for h in heads] == ["typical2.log", "iterations2.log"], out
+    typical, iterations = (int(h[1]) for h in heads)
+    assert typical > 1000 and iterations > typical, out
+    rows = re.findall(r"^  (this tree|HEAD)\s+([\d.]+) MB/s wall\s+([\d.]+) MB/s CPU .* in-process parse (\d+) MB/s",
+                      out, re.M)
+    assert [r[0] for r in rows] == ["this tree", "HEAD", "this tree", "HEAD"], out
+    assert len(re.findall(r"time this/baseline: wall [\d.]+x, CPU [\d.]+x \(same run\)", out)) == 2, out
+    assert len(re.findall(r"reference: grep -c iteration \d+ MB/s; plain regex script", out)) == 2, out
     assert {p.name for p in tmp_path.iterdir()} == {"typical2.log", "iterations2.log"}
