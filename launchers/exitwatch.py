@@ -1,4 +1,4 @@
-"""Wake the conductor the moment a local job's process exits, instead of at its next poll (issue 16).
+"""Wake the conductor the moment a local job's process exits, instead of at its next poll.
 
 NeMo-Run's ``LocalExecutor`` starts a job as a child process of the conductor (torchx's local scheduler calls
 ``subprocess.Popen`` in this process). :func:`children` lists this process's children before and after a launch;
@@ -91,6 +91,19 @@ class ExitWatch:
         ready, _, _ = select.select(live, [], [], max(0.0, timeout_s))
         self._seen.update(ready)
         return bool(ready)
+
+    def wait_exit(self, key: str, timeout_s: float) -> bool:
+        """Sleep until every watched process of ``key`` has exited, ``timeout_s`` seconds at most; True when they
+        have (also when ``key`` has none watched)."""
+        pending = list(self._fds.get(key, []))
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select(pending, [], [], left)
+            pending = [fd for fd in pending if fd not in ready]
+        return True
 
     def close(self) -> None:
         """Close every pidfd."""

@@ -53,7 +53,8 @@ def local_shell(argv: Sequence[str], timeout_s: float = 60) -> Result:
 
 @dataclass
 class TunnelShell:
-    """Runs commands through a NeMo-Run tunnel object (``SSHTunnel``); connects on first use."""
+    """Runs commands through a NeMo-Run tunnel object (``SSHTunnel``); connects on first use and again on the first
+    use after :meth:`close`."""
 
     tunnel: Any
 
@@ -78,6 +79,17 @@ class TunnelShell:
             self.tunnel.get(remote, local)
         except (Exception, SystemExit) as exc:  # paramiko/Fabric errors; NeMo-Run exits on failed auth
             raise SchedulerError(f"could not copy {remote} from {self.tunnel.host} to {local}: {exc}") from exc
+
+    def close(self) -> None:
+        """End the SSH connection and its paramiko transport thread (harmless when it is not open)."""
+        self.tunnel.cleanup()
+
+
+def close_shell(shell: Shell | None) -> None:
+    """Close ``shell``'s connection to the cluster when it has one (a :class:`TunnelShell`); a local shell holds
+    nothing."""
+    if isinstance(shell, TunnelShell):
+        shell.close()
 
 
 def shell_for(cluster: Any) -> Shell:

@@ -26,7 +26,7 @@ from launchers.pack import PackedRun, pack_batch
 from launchers.packaging import check_clean, code_packager, git_state, ship_ref
 from launchers.procenv import environ, in_dir
 from launchers.render import DEFAULT_TITLE
-from launchers.shell import Shell, local_shell, shell_for
+from launchers.shell import Shell, close_shell, local_shell, shell_for
 
 _HANDLE_JOB = re.compile(r"/(\d+(?:_\d+)?)(?:/|$)")
 
@@ -121,6 +121,7 @@ def submit_slurm(
     env: JobEnv | None = None,
     time_limit_s: int | None = None,
     srun_args: Sequence[str] = (),
+    shell: Shell | None = None,
 ) -> list[Submission]:
     """Queue ``items`` (RunSpecs or JobCommands), one Slurm job each, as NeMo-Run experiment ``<title>_<label>``.
 
@@ -141,7 +142,8 @@ def submit_slurm(
                            python=python, env=job_env_, time_limit_s=time_limit_s, srun_args=srun_args)
 
     batch, submitted, handles = _queue(cluster, build, state_dir=state_dir, repo=repo, label=label,
-                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env)
+                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env,
+                                       shell=shell)
     return [_submission(batch, task, handles, submitted) for task in batch.tasks]
 
 
@@ -167,6 +169,7 @@ def submit_packed(
     python: str | None = None,
     env: JobEnv | None = None,
     srun_args: Sequence[str] = (),
+    shell: Shell | None = None,
 ) -> PackSubmission:
     """Queue ``items`` as ONE allocation that runs them one after another (``pack=true``), detached.
 
@@ -184,7 +187,8 @@ def submit_packed(
         return batch
 
     batch, submitted, handles = _queue(cluster, build, state_dir=state_dir, repo=repo, label=label,
-                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env)
+                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env,
+                                       shell=shell)
     return PackSubmission(job=_submission(batch, batch.tasks[0], handles, submitted), runs=tuple(runs))
 
 
@@ -198,57 +202,85 @@ def _queue(
     allow_dirty: bool,
     allow_ssh_secrets: bool,
     env: JobEnv | None,
+    shell: Shell | None,
 ) -> tuple[Batch, str, dict[str, str]]:
-    """Check, build and submit one batch (detached); returns it, the submission time and task -> job id."""
+    """Check, build and submit one batch (detached); returns it, the submission time and task -> job id.
+
+    ``shell``: where scheduler commands run (the caller's, kept open); None: one of its own, closed at the end."""
     env = env or cluster_env(cluster)
     written_secrets = _secrets_for_transport(cluster, env, allow_ssh_secrets)
     state = git_state(repo)
     check_clean(state, allow_dirty)
-    shell = shell_for(cluster)
-    # a clear error when sbatch is missing or the SSH tunnel is down, before anything is written
-    res = shell(["sbatch", "--version"])
-    if res.rc != 0:
-        raise SchedulerError(f"sbatch --version failed on the cluster: {(res.err or res.out).strip()}")
-    label = label or str(time.time_ns())
+    own = shell is None
+    shell = shell_for(cluster) if shell is None else shell
+    try:
+        # a clear error when sbatch is missing or the SSH tunnel is down, before anything is written
+        res = shell(["sbatch", "--version"])
+        if res.rc != 0:
+            raise SchedulerError(f"sbatch --version failed on the cluster: {(res.err or res.out).strip()}")
+        label = label or str(time.time_ns())
+        with nemorun_home(state_dir) as home:
+            run = nemo_run()
+            ref = ship_ref(state)
 
-    with nemorun_home(state_dir) as home:
-        run = nemo_run()
+            def packager_for(files: Any) -> Any:
+                return code_packager(state, ref=ref, allow_dirty=allow_dirty, extra_files=files)
 
-        ref = ship_ref(state)
-
-        def packager_for(files: Any) -> Any:
-            return code_packager(state, ref=ref, allow_dirty=allow_dirty, extra_files=files)
-
-        batch = build(run, home, packager_for, env, label)
-        for task in batch.tasks:
-            task.executor.env_vars.update(quoted_env(written_secrets))
-        submitted = utc_now()
-        with in_dir(state.root), environ(env.secrets if not written_secrets else {}), no_stdin():
+            batch = build(run, home, packager_for, env, label)
+            for task in batch.tasks:
+                task.executor.env_vars.update(quoted_env(written_secrets))
+            submitted = utc_now()
             exp = run.Experiment(batch.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                  enable_goodbye_message=False, skip_status_at_exit=True)
-            with exp:
-                for task in batch.tasks:
-                    exp.add(task.script, executor=task.executor, name=task.name)
-                try:
-                    exp.run(detach=True)
-                except (LaunchError, KeyboardInterrupt):
-                    _cancel_launched(exp, shell)
-                    raise
-                except (Exception, SystemExit) as exc:  # NeMo-Run's SSH tunnel sys.exit()s on failed auth
-                    cancelled = _cancel_launched(exp, shell)
-                    note = f" (cancelled again: jobs {', '.join(cancelled)})" if cancelled else ""
-                    raise SchedulerError(
-                        f"submitting batch {batch.exp_id} to cluster {cl.get(cluster, 'name')!r} failed: "
-                        f"{_scheduler_message(exc)}{note}"
-                    ) from exc
-        # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
-        # Experiment.from_id (maybe_load_external_main); our tasks are scripts and need neither.
-        (batch.exp_dir / "__main__.py").unlink(missing_ok=True)
-        handles = {job.id: job_id_of(job.handle) for job in exp.jobs if job.handle}
+            try:
+                _run_detached(exp, batch, cluster, shell, env.secrets if not written_secrets else {}, state.root)
+            finally:
+                _close_tunnels(run, exp, batch)
+            # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
+            # Experiment.from_id (maybe_load_external_main); our tasks are scripts and need neither.
+            (batch.exp_dir / "__main__.py").unlink(missing_ok=True)
+            handles = {job.id: job_id_of(job.handle) for job in exp.jobs if job.handle}
+    finally:
+        if own:
+            close_shell(shell)
     missing = [t.name for t in batch.tasks if t.name not in handles]
     if missing:
         raise SchedulerError(f"NeMo-Run returned no Slurm job for {', '.join(missing)} in {batch.exp_id}")
     return batch, submitted, handles
+
+
+def _run_detached(exp: Any, batch: Batch, cluster: Any, shell: Shell, secrets: dict[str, str], root: Path) -> None:
+    """Submit ``batch``'s tasks as ``exp``, detached, from the checkout ``root`` with ``secrets`` in the environment
+    sbatch exports; a failure cancels the jobs already queued.
+
+    Raises:
+        SchedulerError: sbatch refused a job or the transport failed (Slurm's message, the jobs cancelled again).
+    """
+    with in_dir(root), environ(secrets), no_stdin(), exp:
+        for task in batch.tasks:
+            exp.add(task.script, executor=task.executor, name=task.name)
+        try:
+            exp.run(detach=True)
+        except (LaunchError, KeyboardInterrupt):
+            _cancel_launched(exp, shell)
+            raise
+        except (Exception, SystemExit) as exc:  # NeMo-Run's SSH tunnel sys.exit()s on failed auth
+            cancelled = _cancel_launched(exp, shell)
+            note = f" (cancelled again: jobs {', '.join(cancelled)})" if cancelled else ""
+            raise SchedulerError(
+                f"submitting batch {batch.exp_id} to cluster {cl.get(cluster, 'name')!r} failed: "
+                f"{_scheduler_message(exc)}{note}"
+            ) from exc
+
+
+def _close_tunnels(run: Any, exp: Any, batch: Batch) -> None:
+    """Close the SSH connections the submission opened: the experiment's tunnels (NeMo-Run keeps one per cluster
+    and leaves it open when the experiment is left detached) and the tasks' executors' own. A ``LocalTunnel`` holds
+    no connection and is left as it is."""
+    tunnels = [*exp.tunnels.values(), *(task.executor.tunnel for task in batch.tasks)]
+    for tunnel in {id(t): t for t in tunnels}.values():
+        if isinstance(tunnel, run.SSHTunnel):
+            tunnel.cleanup()
 
 
 def _cancel_launched(exp: Any, shell: Shell) -> list[str]:

@@ -164,6 +164,8 @@ def show_status(sd: SweepDir) -> int:
                     logs = backend.log_files(ref)
             update_from_log(view, read_tail(logs))
             views.append(view)
+    if backend is not None:
+        backend.close()
     Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})", static=True).close(views)
     return rc
 
@@ -185,8 +187,11 @@ def cancel_sweep(sd: SweepDir) -> int:
     m = Manifest.load(sd)
     backend = make_backend(sd, m, strict=False)  # cancelling needs no secret values
     refs = m.refs({ManifestStatus.PLANNED, ManifestStatus.SUBMITTED, ManifestStatus.RUNNING})
-    for ref in refs:
-        backend.cancel(ref)
+    try:
+        for ref in refs:
+            backend.cancel(ref)
+    finally:
+        backend.close()
 
     def mark(latest: Manifest) -> None:  # one locked write, as a conductor's round (drive.Round, which imports the
         for ref in refs:                 # analysis and SciPy: issue 17)

@@ -14,7 +14,8 @@ from contracts.manifest import Manifest
 from contracts.secrets import MASK
 from contracts.statuses import Mode
 from contracts.sweepdir import SweepDir
-from launchers.backend import Backend, LocalBackend, SlurmBackend
+from launchers.backend import Backend, LocalBackend
+from launchers.slurm_backend import SlurmBackend
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -79,11 +79,21 @@ class Sweep:
     views: dict[str, RunView] = field(default_factory=dict)
     started: dict[str, float] = field(default_factory=dict)
     preloaded: bool = False
+    stopped: bool = False
+
+    def stop(self) -> None:
+        """Everything is launched and tracked: end the launcher's waiting validate process (local validate mode),
+        close its connections to the cluster and print the final run table (once)."""
+        if not self.stopped:
+            self.stopped = True
+            self.backend.finish()
+            self.display.close(list(self.views.values()))
 
     def close(self) -> None:
-        """Stop the live display and end the launcher's waiting validate process (local validate mode)."""
-        getattr(self.backend, "finish", lambda: None)()  # scripted backends of the tests may not have it
-        self.display.close(list(self.views.values()))
+        """The sweep is over: :meth:`stop`, then end what the launcher holds (its NeMo-Run experiments, their
+        log-copy threads, SSH connections)."""
+        self.stop()
+        self.backend.close()
 
 
 def open_sweep(sd: SweepDir, settings: Any, options: Options, cluster: dict[str, Any] | None = None) -> Sweep:
@@ -108,6 +118,15 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
     except Exception as e:  # noqa: BLE001 - infrastructure (sbatch missing, tunnel down)
         print(f"error: cannot set up the executor: {e}", file=sys.stderr)
         return ExitCode.INFRA
+    try:
+        return _drive(sw, settings, options, resume=resume, collect_only=collect_only, history=history)
+    finally:
+        sw.close()
+
+
+def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_only: bool,
+           history: dict[str, Any] | None) -> int:
+    sd = sw.sd
     m = Manifest.load(sd)
     detach = bool(settings.detach)
     if detach and sw.backend.max_concurrent is not None:
@@ -122,7 +141,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             pending = runs_to_submit(sd)
             track(sw, pending, detach)
             if detach:
-                sw.close()
+                sw.stop()
                 _record_timeline(sd, "run")
                 print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
                       f"action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
@@ -132,6 +151,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
         gate_rounds, final = 0, None
         while gate_rounds < MAX_GATE_ROUNDS:
             collect_all(sw)
+            sw.backend.disconnect()  # the analysis needs no connection; a gate's launch opens one again
             summary = analyse(sd, options, quiet=True)
             what = next_step(sd, summary, settings)
             if what is None:
@@ -140,7 +160,7 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             gate_rounds += what == "gate"
             track(sw, runs_to_submit(sd, new_only=True), detach)
             if detach:
-                sw.close()
+                sw.stop()
                 print(f"{'gate opened' if what == 'gate' else 'adaptive: next block'}: queued. Finish with: "
                       f"python -m experiments.sweep action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
                 return ExitCode.OK
@@ -148,17 +168,17 @@ def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collec
             collect_all(sw)
     except KeyboardInterrupt:
         interrupt(sw)  # first, so that the final table shows the cancelled runs as cancelled
-        sw.close()
+        sw.stop()
         return ExitCode.INTERRUPTED
     except SubmitError as e:
-        sw.close()
+        sw.stop()
         print(f"error: the scheduler: {e}", file=sys.stderr)
         return ExitCode.INFRA
     except OSError as e:  # the disk filled up, the folder became read-only: the atomic writer kept the old files
-        sw.close()
+        sw.stop()
         _disk_error(sd, m.sweep_id, e)
         return ExitCode.INFRA
-    sw.close()
+    sw.stop()
     try:
         summary = final if final is not None else analyse(sd, options, quiet=True)
         timeline.mark("analysed")
@@ -299,12 +319,7 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
                 preload(plots=sw.mode == Mode.TRAIN)
                 sw.preloaded = True
             # a local job's exit wakes the wait at once (launchers/exitwatch.py): no poll interval after a run
-            _wait(sw, max(0.0, wait - (time.monotonic() - t0)))
-
-
-def _wait(sw: Sweep, timeout_s: float) -> None:
-    wait = getattr(sw.backend, "wait", None)  # scripted backends of the tests may not have it
-    (wait or time.sleep)(timeout_s)
+            sw.backend.wait(max(0.0, wait - (time.monotonic() - t0)))
 
 
 def poll_interval(sw: Sweep, polls: int) -> float:

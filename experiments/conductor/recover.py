@@ -50,7 +50,7 @@ class Outage:
 
 def adopt_unrecorded(sw: Any, rnd: Any, m: Manifest, refs: list[RunRef]) -> list[RunRef]:
     """Attempts marked ``submitting`` (sbatch may have run) whose job id the manifest lacks: the launcher looks
-    their jobs up by name (:meth:`launchers.backend.SlurmBackend.find_submitted`); found ones are recorded as
+    their jobs up by name (:meth:`launchers.slurm_backend.SlurmBackend.find_submitted`); found ones are recorded as
     submitted and tracked, never submitted twice. Returns the adopted refs."""
     orphans = [r for r in refs if m.attempt(r).get("submitting") and not m.attempt(r).job_id]
     if not orphans:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from experiments.sweep import main
+from tests.e2e.leftovers import Leftovers, warm_libraries
 
 
 def _manifest(d: Path) -> dict:
@@ -75,6 +76,21 @@ def _check_secret_mode_and_report(out: Path, token: str) -> None:
     assert "## Plan warnings" in md and "cluster=local found no GPU" in md
     notes = [line for line in md.splitlines() if line.startswith("Note: ")]
     assert len(notes) == len(set(notes))  # a note shared by every run is shown once, not per run
+
+
+def test_no_thread_is_left_after_an_in_process_sweep(tmp_path):
+    """The default main job, in this process: once main() returns, neither a torchx log-copy thread of its local
+    jobs (torchx ends it when asked the final status of the finished job) nor any other thread it started runs."""
+    warm_libraries()
+    left = Leftovers()
+    assert main([f"output_dir={tmp_path / 'sweep'}", "poll_s=0.5"]) == 0
+    assert left.python() == []
+    assert left.os() == {}
+    m = _manifest(tmp_path / "sweep")
+    assert {a["status"] for v in m["variants"] for a in v["attempts"]} == {"succeeded"}
+    # every experiment was left (NeMo-Run's _DONE) after torchx closed its job's log files (its SUCCESS file)
+    exps = list((tmp_path / "sweep" / "nemo_run" / "experiments").glob("*/*/_CONFIG"))
+    assert exps and all((e.parent / "_DONE").is_file() and list(e.parent.rglob("SUCCESS")) for e in exps)
 
 
 def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_attempts(tmp_path):

@@ -24,6 +24,7 @@ from experiments.conductor import drive as drive_mod
 from experiments.conductor.drive import runs_to_submit
 from experiments.plan import make_plan, write_plan
 from tests.analysis.synth import iteration_line
+from tests.experiments.helpers import UnscriptedBackend
 
 ARMS = ["action=plan", "sweep=full", "dispatcher=alltoall", "overlap=on,off", "delay_wgrad=off"]
 
@@ -122,7 +123,7 @@ def test_a_gate_that_opens_gets_blocks_with_its_baseline_and_control(tmp_path):
 
 # -- the whole adaptive sweep through the conductor, with a scripted backend -------------------------------------
 @dataclass
-class DriftingBackend:
+class DriftingBackend(UnscriptedBackend):
     """Every job succeeds at once; its log's step times follow a drifting machine (the position in time) and the
     arm's true speedup. The control and the baseline are the same job."""
 

@@ -19,12 +19,13 @@ from contracts.sweepdir import SweepDir
 from experiments.conductor.drive import Sweep, track
 from experiments.conductor.progress import Display
 from experiments.plan import make_plan, write_plan
+from tests.experiments.helpers import UnscriptedBackend
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass
-class ScriptedBackend:
+class ScriptedBackend(UnscriptedBackend):
     """Jobs that run forever (or vanish), with a log that stops at iteration 3."""
 
     log: Path

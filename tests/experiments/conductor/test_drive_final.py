@@ -13,10 +13,11 @@ from experiments import timeline
 from experiments.conductor import analyse as analyse_mod
 from experiments.conductor import drive as drive_mod
 from experiments.plan import make_plan, write_plan
+from tests.experiments.helpers import UnscriptedBackend
 
 
 @dataclass
-class DoneBackend:
+class DoneBackend(UnscriptedBackend):
     """Every job ends (failed, exit 1) at its first poll."""
 
     max_concurrent: int | None = None
