@@ -24,7 +24,6 @@ from experiments.config import (
     ModelConfig,
     Stage,
     SweepPreset,
-    TunnelConfig,
     build,
 )
 from experiments.rules import RuleContext, evaluate, fitting_ep, min_world_size, parse_version
@@ -92,8 +91,8 @@ def given_on_command_line(overrides: tuple[str, ...], key: str) -> bool:
 
 def fit_local_ep(model: ModelConfig, job: JobSpec, local_gpus: int,
                  overrides: tuple[str, ...]) -> tuple[ModelConfig, str | None]:
-    """On a local GPU box, shrink the model profile's expert_model_parallel_size to fit the GPUs found (issue 16:
-    on one GPU the default tiny model runs at EP=1). Only when the command line does not set EP itself and the
+    """On a local GPU box, shrink the model profile's expert_model_parallel_size to fit the GPUs found (on one GPU
+    the default tiny model then runs at EP=1 instead of being refused). Only when the command line does not set EP itself and the
     world size comes from the GPUs found; returns the model and a warning, or the model unchanged and None.
     """
     if job.cluster.executor != "local" or not local_gpus or given_on_command_line(overrides, EP_KEY):
@@ -124,7 +123,7 @@ def load_preset(cfg: dict[str, Any]) -> SweepPreset:
 
 def _container_yaml(path: Path) -> dict[str, Any]:
     """The plain data of a container profile's YAML file, read once per file and modification time (a sweep with
-    many groups names the same profile in each; issue 17: about 6 ms per read)."""
+    many groups names the same profile in each, about 6 ms per read)."""
     st = path.stat()
     return _read_yaml(str(path), st.st_mtime_ns, st.st_size)
 
@@ -176,10 +175,7 @@ def _set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
 
 
 def _cluster(cfg: dict[str, Any]) -> ClusterConfig:
-    raw = dict(cfg["cluster"])
-    raw["tunnel"] = build(TunnelConfig, dict(raw.get("tunnel") or {}), "cluster.tunnel")
-    raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
-    return build(ClusterConfig, raw, "cluster")
+    return ClusterConfig.from_mapping(cfg["cluster"])
 
 
 def _knob_values(preset: SweepPreset, knobs: dict[str, tuple[Any, ...] | None]) -> dict[str, tuple]:

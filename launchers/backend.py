@@ -182,16 +182,16 @@ class LocalBackend:
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
         """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""
+        from launchers.batch import BatchRequest
         from launchers.home import nemo_run, nemorun_home_path, no_stdin
         from launchers.local import local_batch, render_local
 
         run = nemo_run(self._home())
-        label = f"{label}-{time.time_ns()}"
-        batch = local_batch(run, self.cluster, [item], home=nemorun_home_path(self._home()), title=self.title,
-                            label=label, gpus=gpus)
+        request = BatchRequest(cluster=self.cluster, items=(item,), title=self.title, label=f"{label}-{time.time_ns()}",
+                               gpus=gpus)
+        batch = local_batch(run, request, home=nemorun_home_path(self._home()))
         task = batch.tasks[0]
-        self._scripts[key] = render_local(self.cluster, item, state_dir=self._home(), title=self.title,
-                                          label=label, gpus=gpus)
+        self._scripts[key] = render_local(request, state_dir=self._home())
         # secrets reach the local process through this process's environment, never a file (CONTRACTS §10)
         with no_stdin(), environ(batch.env.secrets):
             exp = self._entered.enter_context(run.Experiment(  # left in close(): leaving it waits for the job

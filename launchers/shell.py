@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from launchers import cluster as cl
+from contracts.cluster import ClusterConfig
 from launchers.errors import SchedulerError
 
 
@@ -92,12 +92,15 @@ def close_shell(shell: Shell | None) -> None:
         shell.close()
 
 
-def shell_for(cluster: Any) -> Shell:
-    """The shell for ``cluster``: :func:`local_shell` on a login node, a :class:`TunnelShell` over SSH."""
-    if cl.tunnel_field(cluster, "kind", "local") != "ssh":
+def shell_for(cluster: ClusterConfig) -> Shell:
+    """The shell for ``cluster``: :func:`local_shell` on a login node, a :class:`TunnelShell` over SSH.
+
+    Raises:
+        LaunchConfigError: the SSH settings cannot make a tunnel (:func:`launchers.slurm.make_tunnel`).
+    """
+    if not cluster.remote:
         return local_shell
     from launchers.home import nemo_run
     from launchers.slurm import make_tunnel
 
-    run = nemo_run()
-    return TunnelShell(make_tunnel(run, cluster, home=None))  # type: ignore[arg-type]
+    return TunnelShell(make_tunnel(nemo_run(), cluster, home=None))

@@ -13,8 +13,8 @@ from typing import Any
 from contracts.cluster import ClusterConfig
 from contracts.jobs import JobHandle, JobState
 from contracts.records import RunRef
-from launchers import cluster as cl
 from launchers.backend import run_spec
+from launchers.batch import BatchRequest, batch_label
 from launchers.errors import SchedulerError
 from launchers.shell import Shell, close_shell
 from launchers.spec import RunSpec
@@ -44,9 +44,7 @@ class SlurmBackend:
         self._subs: dict[str, JobHandle] = {}
         self._submitted_at: dict[str, float] = {}
         self._sh: Shell | None = None
-        self.remote = cl.tunnel_field(self.cluster, "kind", "local") == "ssh"
-        # only a real ``true`` opts in (an older manifest masked this switch to a truthy "***")
-        self.allow_ssh_secrets = cl.get(self.cluster, "allow_ssh_secrets") is True
+        self.remote = cluster.remote
 
     def _shell(self) -> Shell:
         """Where squeue/sacct/scancel run: here on a login node, through the SSH tunnel otherwise (one connection,
@@ -94,8 +92,6 @@ class SlurmBackend:
         return out
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobHandle]:
-        from launchers.batch import batch_label
-
         specs = [run_spec(self.sweep_dir, r, mode, self.hold_s) for r in refs]
         if self.pack:
             return self._submit_packed(refs, specs, pack_label(stage, refs))
@@ -106,9 +102,9 @@ class SlurmBackend:
         log, output folder and time budget (launchers/pack.py); one queue wait for the stage."""
         from launchers.submit import submit_packed
 
-        sub = submit_packed(self.cluster, specs, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
-                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
-                            allow_ssh_secrets=self.allow_ssh_secrets, shell=self._shell())
+        sub = submit_packed(self._request(specs, label), state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
+                            allow_dirty=self.allow_dirty, allow_ssh_secrets=self.cluster.allow_ssh_secrets,
+                            shell=self._shell())
         by_name = {r.name: r for r in sub.runs}
         out = {}
         for ref, spec in zip(refs, specs, strict=True):
@@ -126,9 +122,9 @@ class SlurmBackend:
     def submit_items(self, keys: list[str], items: list[Any], label: str) -> dict[str, JobHandle]:
         from launchers.submit import submit_slurm
 
-        subs = submit_slurm(self.cluster, items, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
-                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
-                            allow_ssh_secrets=self.allow_ssh_secrets, shell=self._shell())
+        subs = submit_slurm(self._request(items, label), state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
+                            allow_dirty=self.allow_dirty, allow_ssh_secrets=self.cluster.allow_ssh_secrets,
+                            shell=self._shell())
         by_name = {s.name: s for s in subs}
         out = {}
         for key, item in zip(keys, items, strict=True):
@@ -139,6 +135,11 @@ class SlurmBackend:
                                                    host_dir=s.host_dir if self.remote else "")
             self._submitted_at[key] = time.time()
         return out
+
+    def _request(self, items: list[Any], label: str) -> BatchRequest:
+        """The batch of ``items`` under ``label`` plus a time stamp (a resubmission never reuses an experiment id)."""
+        return BatchRequest(cluster=self.cluster, items=tuple(items), title=self.title,
+                            label=f"{label}.{time.time_ns() % 10**9}")
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
         from launchers.pack import PackedRun, pack_states

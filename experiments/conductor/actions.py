@@ -16,7 +16,7 @@ from contracts.sweepdir import SweepDir
 from experiments.conductor.progress import Display, RunView, read_tail, update_from_log
 
 # experiments.conductor.drive (and through it the analysis, about 0.5 s of imports) and the backends are imported by
-# the actions that use them: ``action=status`` needs neither (issue 17)
+# the actions that use them: ``action=status`` needs neither, and a status is what a user runs most often
 
 
 def run_new(plan, argv: list[str]) -> int:
@@ -172,7 +172,7 @@ def show_status(sd: SweepDir) -> int:
 
 def _files(folder: Path) -> list[Path]:
     """The files of ``folder``, sorted (none when it does not exist): one ``scandir``, about 5x faster than
-    ``Path.glob`` for the 100 log folders of a status (issue 17)."""
+    ``Path.glob`` for the 100 log folders of a status."""
     try:
         with os.scandir(folder) as entries:
             return sorted(Path(e.path) for e in entries if e.is_file())
@@ -193,8 +193,8 @@ def cancel_sweep(sd: SweepDir) -> int:
     finally:
         backend.close()
 
-    def mark(latest: Manifest) -> None:  # one locked write, as a conductor's round (drive.Round, which imports the
-        for ref in refs:                 # analysis and SciPy: issue 17)
+    def mark(latest: Manifest) -> None:  # one locked write, as a conductor's round, without importing the
+        for ref in refs:                 # conductor (and through it the analysis and SciPy, about 0.5 s)
             latest.attempt(ref).set(status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
 
     if refs:

@@ -1,4 +1,4 @@
-"""Interleaved blocks, the control arm and the adaptive design in the planner and the conductor (issue 15).
+"""Interleaved blocks, the control arm and the adaptive design in the planner and the conductor.
 
 The end-to-end test drives a whole ``repeats=auto control=true`` sweep through the real conductor
 (``experiments.conductor.drive.drive``), the real analysis and report, with a scripted backend (a unit-test double:

@@ -53,7 +53,7 @@ def test_the_childs_text_is_the_dry_runs(name: str, tmp_path: Path, server, no_h
 
 def test_an_error_in_the_child_is_raised_here(tmp_path: Path, server, no_host_secrets: None) -> None:
     spec = _spec(tmp_path / "sweep", "bad")
-    broken = {**profile("h100_slurm"), "time_limit": "forever"}
+    broken = profile("h100_slurm", account=None)  # refused by the executor: cluster.account is required
     with pytest.raises(LaunchConfigError) as here:
         render_job_script(broken, spec, state_dir=tmp_path / "nemo_run", **KWARGS)
     with pytest.raises(LaunchConfigError) as there:

@@ -141,7 +141,7 @@ def test_ctrl_c_on_local_cancels_runs_and_exits_130(tmp_path):
     assert proc.returncode == 130, text[-2000:]
     a = json.loads((out / "manifest.json").read_text())["variants"][0]["attempts"][0]
     assert a["status"] == "cancelled" and "interrupted" in a["flags"]
-    # the final table is drawn after the cancel: its row of the run reads cancelled, not running (issue 13)
+    # the final table is drawn after the cancel: its row of the run reads cancelled, not running
     last_row = text[text.rindex("a2a.ovl0.dw0"):].splitlines()[0]
     assert "cancelled" in last_row and "running" not in last_row, text[-2000:]
     assert text.rstrip().endswith("exit code 130: " + __import__("contracts.exits").exits.meaning(130))

@@ -1,5 +1,5 @@
 """drive(): the analysis that finds nothing more to run is the final one (its report is not written twice), and
-the command's phase marks land in conductor.json (issue 16). A scripted backend; the analysis is the real one."""
+the command's phase marks land in conductor.json. A scripted backend; the analysis is the real one."""
 
 from __future__ import annotations
 
