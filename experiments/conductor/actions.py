@@ -10,7 +10,7 @@ from typing import Any
 
 from contracts.errors import ConfigError, ContractError
 from contracts.exits import ExitCode
-from contracts.manifest import Manifest
+from contracts.manifest import Manifest, ManifestWriter
 from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
 from experiments.conductor.progress import Display, RunView, read_tail, update_from_log
@@ -193,12 +193,10 @@ def cancel_sweep(sd: SweepDir) -> int:
     finally:
         backend.close()
 
-    def mark(latest: Manifest) -> None:  # one locked write, as a conductor's round, without importing the
-        for ref in refs:                 # conductor (and through it the analysis and SciPy, about 0.5 s)
-            latest.attempt(ref).set(status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
-
-    if refs:
-        Manifest.update(sd, mark)
+    writer = ManifestWriter(sd, m)  # one locked write, as a conductor's round
+    for ref in refs:
+        writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
+    writer.commit()
     print(f"cancelled {len(refs)} unfinished run(s) of sweep {m.sweep_id}")
     return ExitCode.OK
 

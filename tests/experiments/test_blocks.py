@@ -78,10 +78,10 @@ def test_resume_keeps_the_recorded_order(tmp_path):
             m.variant(n).new_attempt(r).set(status="succeeded")
         m.variant(m.runs[4][0]).attempts[-1].set(status="failed", force=True)
 
-    Manifest.update(sd, done)
-    todo = runs_to_submit(sd)
+    ran = Manifest.update(sd, done)[0]
+    todo = runs_to_submit(sd, ran)
     assert todo == [m.runs[4], *m.runs[5:]]
-    assert runs_to_submit(sd, new_only=True) == list(m.runs[5:])
+    assert runs_to_submit(sd, ran, new_only=True) == list(m.runs[5:])
 
 
 def _comparison(variant, wants_more, control=False):
@@ -193,8 +193,8 @@ def test_each_block_is_one_launch_so_pack_puts_a_block_in_one_allocation(tmp_pat
     """On a backend without a concurrency limit (Slurm) every planned block is submitted at once, in block order,
     one ``launch`` call per block: with pack=true that call is one allocation (launchers/pack.py)."""
     from analysis.options import Options
-    from experiments.conductor.drive import Sweep, track
     from experiments.conductor.progress import Display
+    from experiments.conductor.tracking import Sweep, track
 
     p = plan(tmp_path, "mode=train", "repeats=3", "control=true")
     sd = SweepDir(write_plan(p, [], render=False))
@@ -204,7 +204,7 @@ def test_each_block_is_one_launch_so_pack_puts_a_block_in_one_allocation(tmp_pat
     monkeypatch.setattr(backend, "launch", lambda refs, mode, stage: calls.append([r.run_key for r in refs])
                         or real(refs, mode, stage))
     track(Sweep(sd, backend, SimpleNamespace(poll_s=0.01, hang_min_s=600, hang_action="cancel"), Options(),
-                Display("t"), "train", []), runs_to_submit(sd))
+                Display("t"), "train", []), runs_to_submit(sd, Manifest.load(sd)))
     assert calls == [[(n, b["index"]) for n in b["order"]] for b in p.blocks]
 
 

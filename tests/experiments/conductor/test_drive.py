@@ -16,8 +16,8 @@ from pathlib import Path
 from analysis.options import Options
 from contracts.jobs import JobHandle, JobState
 from contracts.sweepdir import SweepDir
-from experiments.conductor.drive import Sweep, track
 from experiments.conductor.progress import Display
+from experiments.conductor.tracking import Sweep, track
 from experiments.plan import make_plan, write_plan
 from tests.experiments.helpers import UnscriptedBackend
 
@@ -191,7 +191,7 @@ def test_each_poll_round_writes_the_manifest_once(tmp_path, monkeypatch):
 def test_local_polls_start_short_and_a_validate_batch_stays_under_its_cap():
     from types import SimpleNamespace
 
-    from experiments.conductor.drive import VALIDATE_POLL_CAP_S, poll_interval
+    from experiments.conductor.tracking import VALIDATE_POLL_CAP_S, poll_interval
 
     def sweep(local: bool, batch: bool, poll_s: float = 2.0):
         backend = SimpleNamespace(enforce_time_limit=local, batch_validate=batch)
