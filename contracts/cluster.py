@@ -4,7 +4,8 @@ take. ``time_limit`` keeps the user's text; :attr:`ClusterConfig.time_limit_s` i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from contracts.errors import ConfigError
@@ -114,13 +115,34 @@ class ClusterConfig:
         return d
 
     @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], where: str = "cluster") -> ClusterConfig:
+        """Build the profile from a plain mapping with the field names of conf/cluster/*.yaml: a YAML profile, the
+        composed ``cluster`` config, the manifest's ``config.cluster`` or a script's dict. ``tunnel`` may be a
+        mapping (or a :class:`TunnelConfig`), lists become tuples and ``env_vars`` values text, as the planner does.
+
+        Raises:
+            ConfigError: an unknown key (names it, the closest spelling and every valid key), a value of the wrong
+                type (names the field and the type it needs) or a bad value (see the class).
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where} must be a mapping of the fields of conf/cluster/*.yaml, not "
+                              f"{type(data).__name__}")
+        raw = dict(data)
+        tunnel = raw.get("tunnel")
+        if not isinstance(tunnel, TunnelConfig):
+            if tunnel is not None and not isinstance(tunnel, Mapping):
+                raise ConfigError(f"{where}.tunnel={tunnel!r} must be a mapping with the keys "
+                                  f"{', '.join(f.name for f in fields(TunnelConfig))}")
+            raw["tunnel"] = build(TunnelConfig, dict(tunnel or {}), f"{where}.tunnel")
+        raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
+        return build(cls, raw, where)
+
+    @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClusterConfig:
-        """Rebuild the profile from its manifest mapping (resume, collect, cancel), type-checked like the plan.
+        """Rebuild the profile from its manifest mapping (resume, collect, cancel), type-checked like the plan
+        (:meth:`from_mapping`).
 
         Raises:
             ConfigError: an unknown key or a bad value (a manifest edited by hand).
         """
-        raw = dict(data)
-        raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
-        raw["tunnel"] = build(TunnelConfig, dict(raw.get("tunnel") or {}), "cluster.tunnel")
-        return build(cls, raw, "cluster")
+        return cls.from_mapping(data)

@@ -3,13 +3,15 @@
 Readers call :meth:`Manifest.load` at any time. Writers go through :meth:`Manifest.create` (exclusive: a folder that
 already holds a manifest is refused) or :meth:`Manifest.update`, which holds ``manifest.json.lock`` (``flock``, the
 same lock the ``filelock`` package takes) while it reads, applies a change and replaces the file atomically
-(``contracts.atomic``). The JSON keeps every key it had: fields this module does not type travel in ``extra``.
+(``contracts.atomic``). A writer that works in rounds (the conductor) holds one :class:`ManifestWriter`: the manifest
+is read once, passed on typed, and each round's changes go through :meth:`Manifest.update` in one write. The JSON
+keeps every key it had: fields these records do not type travel in ``extra`` (the records of one variant and one
+stage are in :mod:`contracts.manifest_entries`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import fcntl
 import json
 import os
@@ -21,8 +23,9 @@ from typing import Any, TypeVar
 
 from contracts.atomic import dumps, write_text
 from contracts.errors import ManifestError, SweepExistsError
-from contracts.records import SCHEMA_VERSION, RunRef, Variant
-from contracts.statuses import FINAL_STATUSES, LIVE_STATUSES, ManifestStatus, StageStatus
+from contracts.manifest_entries import Attempt, StageEntry, VariantEntry, now_iso, split_extra
+from contracts.records import SCHEMA_VERSION, RunRef
+from contracts.statuses import LIVE_STATUSES, ManifestStatus
 from contracts.sweepdir import SweepDir
 
 LOCK_TIMEOUT_S = 60.0
@@ -30,157 +33,8 @@ PLAN_STATE = "plan_state"  # manifest key: "writing" from the claim until every 
 PLAN_WRITING, PLAN_COMPLETE = "writing", "complete"
 T = TypeVar("T")
 
-
-def now_iso() -> str:
-    """Current UTC time, ISO 8601 with a trailing Z, to the second."""
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def _split(cls: type, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    names = {f.name for f in fields(cls) if f.name != "extra"}
-    return {k: v for k, v in data.items() if k in names}, {k: v for k, v in data.items() if k not in names}
-
-
-@dataclass(kw_only=True)
-class Attempt:
-    """One submission of one run (variant, repeat). Attempts are numbered per variant (1, 2, ...); a resume or
-    requeue makes k+1 and older attempts stay. ``extra`` holds launcher fields (``job_dir``, ``host_dir``,
-    ``pack_step``, ``note``...)."""
-
-    attempt: int
-    repeat: int
-    status: ManifestStatus = ManifestStatus.PLANNED
-    job_id: str | None = None
-    submitted: str | None = None
-    finished: str | None = None
-    exit_code: int | None = None
-    log_dir: str = ""
-    task: str = ""
-    experiment_id: str | None = None
-    flags: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.status = ManifestStatus(self.status)
-
-    def ref(self, variant: str) -> RunRef:
-        return RunRef(variant, self.repeat, self.attempt)
-
-    def set(self, *, status: str | None = None, force: bool = False, add_flags: tuple[str, ...] | list[str] = (),
-            **values: Any) -> None:
-        """Update the attempt. A final status sticks unless ``force`` (a late poll never undoes a timeout);
-        reaching a final status stamps ``finished``. Unknown field names go to ``extra``."""
-        if status is not None and (self.status not in FINAL_STATUSES or force or status == self.status):
-            self.status = ManifestStatus(status)
-        typed = {f.name for f in fields(self)}
-        for k, v in values.items():
-            if k in typed and k != "extra":
-                setattr(self, k, v)
-            else:
-                self.extra[k] = v
-        self.flags = sorted(set(self.flags) | set(add_flags))
-        if self.status in FINAL_STATUSES and not self.finished:
-            self.finished = now_iso()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """A launcher field from ``extra`` (``job_dir``, ``host_dir``, ``pack_step``)."""
-        return self.extra.get(key, default)
-
-    def to_json(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
-        d["status"] = str(self.status)
-        d.update(self.extra)
-        return d
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Attempt:
-        typed, extra = _split(cls, data)
-        return cls(**typed, extra=extra)
-
-
-@dataclass(kw_only=True)
-class VariantEntry:
-    """A variant of the sweep with its attempts. The frozen :class:`Variant` changes only by replacement."""
-
-    variant: Variant
-    attempts: list[Attempt] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return self.variant.name
-
-    @property
-    def status(self) -> ManifestStatus:
-        return self.variant.status
-
-    def set_status(self, status: str, reason: str | None = None) -> None:
-        """Set the plan status (gated -> planned when a gate opens, -> skipped or pruned), adding ``reason``."""
-        from dataclasses import replace
-
-        reasons = self.variant.reasons + ((reason,) if reason else ())
-        self.variant = replace(self.variant, status=ManifestStatus(status), reasons=reasons)
-
-    def add_adjustments(self, adjustments: list[dict[str, Any]]) -> None:
-        """Merge the payload's adjustments (docs/CONTRACTS.md §6), each once."""
-        from dataclasses import replace
-
-        known = {json.dumps(a, sort_keys=True) for a in self.variant.adjustments}
-        new = tuple(a for a in adjustments if json.dumps(a, sort_keys=True) not in known)
-        if new:
-            self.variant = replace(self.variant, adjustments=self.variant.adjustments + new)
-
-    def attempt(self, k: int, repeat: int | None = None) -> Attempt:
-        """Attempt ``k`` (of ``repeat`` when given: attempts are numbered per repeat). Raises KeyError."""
-        for a in self.attempts:
-            if a.attempt == k and (repeat is None or a.repeat == repeat):
-                return a
-        raise KeyError(f"attempt {k} of {self.name} is not in the manifest; attempts: "
-                       + (", ".join(str(a.attempt) for a in self.attempts) or "none"))
-
-    def new_attempt(self, repeat: int) -> Attempt:
-        """Append a ``planned`` attempt of ``repeat``, numbered that repeat's previous max + 1 (a repeat is a
-        repeat, an attempt a retry: repeats 0-2 of a nightly are each attempt 1); return it."""
-        k = max((a.attempt for a in self.attempts if a.repeat == repeat), default=0) + 1
-        ref = RunRef(self.name, repeat, k)
-        a = Attempt(attempt=k, repeat=repeat, log_dir=f"variants/{self.name}/{ref.folder}/logs", task=ref.task)
-        self.attempts.append(a)
-        return a
-
-    def to_json(self) -> dict[str, Any]:
-        d = self.variant.to_json()
-        d["status"] = str(self.variant.status)
-        d["role"] = str(self.variant.role)
-        d["attempts"] = [a.to_json() for a in self.attempts]
-        d.update(self.extra)
-        return d
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> VariantEntry:
-        known = set(Variant.__dataclass_fields__)
-        extra = {k: v for k, v in data.items() if k not in known and k != "attempts"}
-        return cls(variant=Variant.from_json(data),
-                   attempts=[Attempt.from_json(a) for a in data.get("attempts") or []], extra=extra)
-
-
-@dataclass(kw_only=True)
-class StageEntry:
-    """A stage of a staged preset (docs/CONTRACTS.md §2): ``gate`` None or ``overlap_passed``."""
-
-    index: int
-    name: str
-    gate: str | None = None
-    status: StageStatus = StageStatus.OPEN
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "name": self.name, "gate": self.gate, "status": str(self.status), **self.extra}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StageEntry:
-        typed, extra = _split(cls, data)
-        typed["status"] = StageStatus(typed.get("status", "open"))
-        return cls(**typed, extra=extra)
+__all__ = ["PLAN_COMPLETE", "PLAN_STATE", "PLAN_WRITING", "Attempt", "Manifest", "ManifestWriter", "StageEntry",
+           "VariantEntry", "lock", "now_iso"]
 
 
 @dataclass(kw_only=True)
@@ -277,7 +131,7 @@ class Manifest:
             if f.name in ("extra", "stages", "runs", "variants"):
                 continue
             if f.name in ("design", "blocks") and not getattr(self, f.name):
-                continue  # a manifest from before issue 15 round-trips unchanged
+                continue  # a manifest written before blocks existed round-trips unchanged
             d[f.name] = getattr(self, f.name)
         d["stages"] = [s.to_json() for s in self.stages]
         d["runs"] = [{"variant": n, "repeat": r} for n, r in self.runs]
@@ -292,7 +146,7 @@ class Manifest:
             raise ManifestError(f"{where} has schema_version {data.get('schema_version')!r}; this tool reads "
                                 f"{SCHEMA_VERSION}")
         body = {k: v for k, v in data.items() if k != "schema_version"}
-        typed, extra = _split(cls, body)
+        typed, extra = split_extra(cls, body)
         try:
             typed["stages"] = [StageEntry.from_json(s) for s in typed.get("stages") or []]
             typed["runs"] = [(r["variant"], int(r["repeat"])) for r in typed.get("runs") or []]
@@ -344,7 +198,7 @@ class Manifest:
 
         ``written`` is the text :meth:`create` returned. When the file still holds exactly that text, only the
         top-level ``plan_state`` line changes (the bytes :meth:`update` would write, without parsing and
-        serialising a 1,000-variant manifest again: about 0.3 s; issue 17); otherwise it is a full :meth:`update`.
+        serialising a 1,000-variant manifest again: about 0.3 s); otherwise it is a full :meth:`update`.
 
         Raises:
             ManifestError: like :meth:`load`. OSError: the file cannot be written (it is left as it was).
@@ -374,6 +228,61 @@ class Manifest:
             out = change(m)
             m.save(sweep)
             return m, out
+
+
+class ManifestWriter:
+    """The manifest one writer works on, and the changes it made since its last write.
+
+    :attr:`m` is read once (or given) and then kept current: each change applies to it at once, so the round reads
+    its own changes, and :meth:`commit` replays the round's changes onto the file's current content under the lock
+    (:meth:`Manifest.update`), so that another process's write in between (``action=cancel`` from another shell)
+    is kept; the manifest written becomes :attr:`m`. Attempt fields and adjustments are replayed, so they must not
+    depend on when they are applied (:meth:`Attempt.set` and :meth:`VariantEntry.add_adjustments` do not);
+    structural changes (new attempts, blocks, gates) go through :meth:`change`, which writes at once.
+    """
+
+    def __init__(self, sweep: SweepDir, m: Manifest | None = None) -> None:
+        """Raises ManifestError like :meth:`Manifest.load` (when ``m`` is not given)."""
+        self.sweep = sweep
+        self.m = m if m is not None else Manifest.load(sweep)
+        self._pending: list[Callable[[Manifest], object]] = []
+
+    def set(self, ref: RunRef, **values: Any) -> None:
+        """Set fields of the attempt ``ref`` (:meth:`Attempt.set`'s arguments) in this round."""
+        self._edit(lambda m: m.attempt(ref).set(**values))
+
+    def adjust(self, variant: str, adjustments: list[dict[str, Any]]) -> None:
+        """Add the payload's ``adjustments`` to ``variant`` (nothing when there are none) in this round."""
+        if adjustments:
+            self._edit(lambda m: m.variant(variant).add_adjustments(adjustments))
+
+    def _edit(self, edit: Callable[[Manifest], object]) -> None:
+        edit(self.m)
+        self._pending.append(edit)
+
+    def commit(self) -> Manifest:
+        """Write this round's changes (nothing when there are none) and start the next round; returns :attr:`m`.
+
+        Raises:
+            ManifestError: like :meth:`Manifest.load`. OSError: the file cannot be written (it is left as it was).
+        """
+        if self._pending:
+            edits, self._pending = self._pending, []
+            self.m = Manifest.update(self.sweep, lambda m: [edit(m) for edit in edits])[0]
+        return self.m
+
+    def change(self, change: Callable[[Manifest], T]) -> T:
+        """Write this round's changes and ``change(manifest)`` at once, in one locked write; returns what ``change``
+        returned. Errors as :meth:`commit`."""
+        edits, self._pending = self._pending, []
+
+        def apply(m: Manifest) -> T:
+            for edit in edits:
+                edit(m)
+            return change(m)
+
+        self.m, out = Manifest.update(self.sweep, apply)
+        return out
 
 
 def _existing_id(sweep: SweepDir) -> str:

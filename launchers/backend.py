@@ -1,6 +1,6 @@
-"""Execution backends the orchestrator drives: one interface, a local one (NeMo-Run ``LocalExecutor``, torchrun
-over the local GPUs) and a Slurm one (NeMo-Run ``SlurmExecutor``; one Slurm job per run, or one allocation per
-stage with ``pack=true``).
+"""Execution backends the orchestrator drives: one interface (:class:`Backend`), the local one here (NeMo-Run
+``LocalExecutor``, torchrun over the local GPUs) and the Slurm one in :mod:`launchers.slurm_backend` (NeMo-Run
+``SlurmExecutor``; one Slurm job per run, or one allocation per block with ``pack=true``).
 
 Both build their NeMo-Run tasks with the same builders that render ``job.sh`` (:mod:`launchers.local`,
 :mod:`launchers.batch`), so the script written next to each attempt is the one that ran. A backend reports the
@@ -19,11 +19,8 @@ from contracts.cluster import ClusterConfig
 from contracts.jobs import JobHandle, JobState
 from contracts.records import RunRef
 from contracts.sweepdir import SweepDir
-from launchers import cluster as cl
-from launchers.errors import SchedulerError
 from launchers.exitwatch import ExitWatch, children
 from launchers.procenv import environ
-from launchers.shell import Shell
 from launchers.spec import RunSpec
 from launchers.validate_batch import ValidateBatch
 
@@ -66,6 +63,15 @@ class Backend(Protocol):
         """The sweep has launched everything: release what waits for more launches."""
         ...
 
+    def disconnect(self) -> None:
+        """Close the connections to the cluster until the next call needs one (the sweep's analysis needs none)."""
+        ...
+
+    def close(self) -> None:
+        """The sweep is over: end what the backend holds (NeMo-Run experiments, the jobs' log-copy threads, SSH
+        connections). Idempotent; a later call of another method is not expected."""
+        ...
+
 
 def run_spec(sweep_dir: Path, ref: RunRef, mode: str, hold_s: float) -> RunSpec:
     """The launcher's RunSpec of one attempt (its task name is the run's :attr:`RunRef.task`)."""
@@ -74,10 +80,17 @@ def run_spec(sweep_dir: Path, ref: RunRef, mode: str, hold_s: float) -> RunSpec:
 
 
 SHARED_POLL_S = 2.0  # seconds between NeMo-Run status queries of a local validate batch
+END_WAIT_S = 60.0  # seconds a validate process told to finish may take to exit before it is cancelled
 
 
 class LocalBackend:
-    """NeMo-Run ``LocalExecutor`` on this machine, one run at a time (validate mode: one process, no torchrun)."""
+    """NeMo-Run ``LocalExecutor`` on this machine, one run at a time (validate mode: one process, no torchrun).
+
+    Each job is one NeMo-Run ``Experiment``, entered at launch and left in :meth:`close` (leaving it earlier would
+    wait for the job). torchx copies a local job's output into its ``combined.log`` with a thread of its own
+    (``torchx.schedulers.streams.Tee``) that ends only when torchx is asked the status of the finished job, so
+    :meth:`close` asks each job's final status first, then leaves the experiments.
+    """
 
     max_concurrent = 1
     enforce_time_limit = True
@@ -89,6 +102,8 @@ class LocalBackend:
         self.title = title
         self.hold_s = hold_s
         self._exps: dict[str, Any] = {}
+        self._entered = contextlib.ExitStack()  # the experiments of self._exps, left by close()
+        self._final: set[str] = set()  # jobs whose final status NeMo-Run has reported
         self._tasks: dict[str, Any] = {}
         self._scripts: dict[str, str] = {}
         # validate mode without a hold: the runs of one launch share one process (set by the conductor)
@@ -139,25 +154,47 @@ class LocalBackend:
         if self._follow is not None:
             self._follow.finish()
             self._follow = None
+
+    def disconnect(self) -> None:
+        """Local jobs need no connection."""
+
+    def close(self) -> None:
+        """Ask NeMo-Run the final status of every job this backend started, then leave their experiments.
+
+        A validate process told to finish (:meth:`finish`) is waited for, up to ``END_WAIT_S`` seconds, then
+        cancelled; any other job still running (the sweep stopped on an error) is cancelled at once: a local job
+        belongs to the process that started it. Asking the status of a finished job is what makes torchx end the
+        job's log-copy thread and close its log files; leaving the experiment closes NeMo-Run's torchx runner.
+        """
+        self.finish()
+        batches = set(self._batch_key.values())
+        for key in list(self._exps):
+            if key not in self._final:
+                if key in batches:
+                    self._watch.wait_exit(key, END_WAIT_S)
+                if not self._job_state(key).final:
+                    self._cancel_key(key)
+                    self._job_state(key)
+        self._entered.close()
         self._watch.close()
 
     def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
         """Start one RunSpec or JobCommand as its own NeMo-Run experiment; ``key`` names it for poll/cancel."""
+        from launchers.batch import BatchRequest
         from launchers.home import nemo_run, nemorun_home_path, no_stdin
         from launchers.local import local_batch, render_local
 
         run = nemo_run(self._home())
-        label = f"{label}-{time.time_ns()}"
-        batch = local_batch(run, self.cluster, [item], home=nemorun_home_path(self._home()), title=self.title,
-                            label=label, gpus=gpus)
+        request = BatchRequest(cluster=self.cluster, items=(item,), title=self.title, label=f"{label}-{time.time_ns()}",
+                               gpus=gpus)
+        batch = local_batch(run, request, home=nemorun_home_path(self._home()))
         task = batch.tasks[0]
-        self._scripts[key] = render_local(self.cluster, item, state_dir=self._home(), title=self.title,
-                                          label=label, gpus=gpus)
+        self._scripts[key] = render_local(request, state_dir=self._home())
         # secrets reach the local process through this process's environment, never a file (CONTRACTS §10)
         with no_stdin(), environ(batch.env.secrets):
-            exp = run.Experiment(self.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
-                                 enable_goodbye_message=False, skip_status_at_exit=True)
-            exp.__enter__()  # kept open: leaving the block would wait for the job
+            exp = self._entered.enter_context(run.Experiment(  # left in close(): leaving it waits for the job
+                self.title, id=batch.exp_id, log_level="ERROR", clean_mode=True, enable_goodbye_message=False,
+                skip_status_at_exit=True))
             exp.add(task.script, executor=task.executor, name=task.name)
             before = children()
             exp.run(detach=False)
@@ -212,12 +249,15 @@ class LocalBackend:
                   "RUNNING": "running", "PENDING": "submitted", "SUBMITTED": "submitted"}.get(app, "running")
         if status in ("succeeded", "failed", "cancelled"):
             self._watch.discard(key)
+            self._final.add(key)
         return JobState(status, job_id=exp._id, state=app, exit_code=0 if status == "succeeded" else None)
 
     def cancel(self, ref: RunRef) -> None:
         """Cancel the run's job (a validate batch's one job: every unfinished run of it)."""
         batch = self._batch_of.get(ref.task)
-        key = self._batch_key[id(batch)] if batch is not None else ref.task
+        self._cancel_key(self._batch_key[id(batch)] if batch is not None else ref.task)
+
+    def _cancel_key(self, key: str) -> None:
         exp = self._exps.get(key)
         if exp is not None:
             try:
@@ -245,205 +285,3 @@ class LocalBackend:
     def script(self, ref: RunRef) -> str | None:
         batch = self._batch_of.get(ref.task)
         return self._scripts.get(self._batch_key[id(batch)] if batch is not None else ref.task)
-
-
-class SlurmBackend:
-    """NeMo-Run ``SlurmExecutor`` through the launcher's submit/track modules: every run of a launch is one Slurm
-    job of one NeMo-Run experiment (no ``afterok`` chains); state from squeue/sacct; a job that vanished is lost.
-
-    Over an SSH tunnel (``cluster.tunnel.kind=ssh``) squeue/sacct/scancel run on the cluster through the tunnel,
-    and the logs and ``out/effective_config.json``, written in the job folder on the cluster (``host_dir``,
-    under ``cluster.tunnel.job_dir``), are copied back into the task folder on this machine when read.
-    """
-
-    max_concurrent = None
-    enforce_time_limit = False
-
-    def __init__(self, sweep_dir: Path, cluster: ClusterConfig, *, title: str, repo: Path, allow_dirty: bool = False,
-                 pack: bool = False, hold_s: float = 0) -> None:
-        self.sweep_dir = Path(sweep_dir).resolve()
-        self.cluster = cluster
-        self.title = title
-        self.repo = repo
-        self.allow_dirty = allow_dirty
-        self.pack = pack
-        self.hold_s = hold_s
-        self._subs: dict[str, JobHandle] = {}
-        self._submitted_at: dict[str, float] = {}
-        self._sh: Shell | None = None
-        self.remote = cl.tunnel_field(self.cluster, "kind", "local") == "ssh"
-        # only a real ``true`` opts in (an older manifest masked this switch to a truthy "***")
-        self.allow_ssh_secrets = cl.get(self.cluster, "allow_ssh_secrets") is True
-
-    def _shell(self) -> Shell:
-        """Where squeue/sacct/scancel run: here on a login node, through the SSH tunnel otherwise (one connection,
-        opened on first use)."""
-        if self._sh is None:
-            from launchers.shell import shell_for
-
-            self._sh = shell_for(self.cluster)
-        return self._sh
-
-    def adopt(self, handles: list[JobHandle]) -> None:
-        """Know jobs submitted earlier, by this or another process (status, collect, resume): their handles come
-        from the attempts the conductor recorded. They are past the ``lost`` grace period at once."""
-        for h in handles:
-            self._subs[h.task] = h
-            self._submitted_at[h.task] = time.time() - 3600
-
-    def find_submitted(self, refs: list[RunRef]) -> dict[str, JobHandle]:
-        """Jobs of ``refs`` that the scheduler has although the caller never recorded them (the conductor died
-        between sbatch and its manifest write): looked up by Slurm job name (``moe.`` + :attr:`RunRef.task`) in
-        squeue and sacct, and kept only when the job's working folder lies inside this sweep's ``nemo_run/`` (other
-        sweeps use the same names): the batch script sbatch was given lies inside this sweep folder (NeMo-Run's home
-        is in it). One squeue and one sacct call. Found jobs are adopted. Login node only: over
-        SSH the cluster's folders are not this sweep's, so nothing is found (the run is submitted again).
-
-        Raises:
-            SchedulerError: squeue or sacct failed.
-        """
-        from launchers.slurm import JOB_NAME_PREFIX
-        from launchers.track import find_by_name
-
-        if self.remote or self.pack or not refs:  # packed steps share one allocation's name: not looked up
-            return {}
-        names = {f"{JOB_NAME_PREFIX}{run_spec(self.sweep_dir, r, 'train', 0).name}": r for r in refs}
-        out: dict[str, JobHandle] = {}
-        for name, (job_id, script_path) in find_by_name(list(names), self._shell()).items():
-            sbatch = Path(script_path)
-            if self.sweep_dir not in sbatch.parents:
-                continue
-            ref = names[name]
-            job_dir = sbatch.parent / sbatch.name.removesuffix("_sbatch.sh")  # the task folder beside its script
-            script = sbatch.read_text() if sbatch.is_file() else None
-            self._subs[ref.task] = out[ref.task] = JobHandle(ref.task, job_id, job_dir=str(job_dir), script=script)
-            self._submitted_at[ref.task] = time.time() - 3600
-        return out
-
-    def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobHandle]:
-        from launchers.batch import batch_label
-
-        specs = [run_spec(self.sweep_dir, r, mode, self.hold_s) for r in refs]
-        if self.pack:
-            return self._submit_packed(refs, specs, pack_label(stage, refs))
-        return self.submit_items([r.task for r in refs], specs, batch_label(stage))
-
-    def _submit_packed(self, refs: list[RunRef], specs: list[RunSpec], label: str) -> dict[str, JobHandle]:
-        """``pack=true``: the runs go one after another in ONE allocation, each as its own srun step with its own
-        log, output folder and time budget (launchers/pack.py); one queue wait for the stage."""
-        from launchers.submit import submit_packed
-
-        sub = submit_packed(self.cluster, specs, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
-                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
-                            allow_ssh_secrets=self.allow_ssh_secrets)
-        by_name = {r.name: r for r in sub.runs}
-        out = {}
-        for ref, spec in zip(refs, specs, strict=True):
-            pr = by_name[spec.name]
-            self._subs[ref.task] = out[ref.task] = JobHandle(
-                ref.task, sub.job.job_id, job_dir=str(pr.run_dir), pack_step=pr.name, script=sub.job.script,
-                host_dir=pr.host_run_dir if self.remote else "")
-            self._submitted_at[ref.task] = time.time()
-        return out
-
-    def submit_item(self, key: str, item: Any, label: str, gpus: int = 0) -> JobHandle:
-        """Queue one RunSpec or JobCommand (e.g. the container preflight) as a Slurm job."""
-        return self.submit_items([key], [item], label)[key]
-
-    def submit_items(self, keys: list[str], items: list[Any], label: str) -> dict[str, JobHandle]:
-        from launchers.submit import submit_slurm
-
-        subs = submit_slurm(self.cluster, items, state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
-                            title=self.title, label=f"{label}.{time.time_ns() % 10**9}", allow_dirty=self.allow_dirty,
-                            allow_ssh_secrets=self.allow_ssh_secrets)
-        by_name = {s.name: s for s in subs}
-        out = {}
-        for key, item in zip(keys, items, strict=True):
-            s = by_name[item.name]
-            # host_dir (the job folder on the cluster) is kept over SSH only, so that action=status|collect in
-            # another process can fetch the logs again
-            self._subs[key] = out[key] = JobHandle(key, s.job_id, job_dir=str(s.job_dir), script=s.script,
-                                                   host_dir=s.host_dir if self.remote else "")
-            self._submitted_at[key] = time.time()
-        return out
-
-    def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
-        from launchers.pack import PackedRun, pack_states
-        from launchers.track import states
-
-        plain = {self._subs[r.task].job_id: self._submitted_at[r.task] for r in refs
-                 if r.task in self._subs and not self._subs[r.task].pack_step}
-        st = states(plain, self._shell()) if plain else {}
-        packs: dict[str, list[PackedRun]] = {}
-        for r in refs:
-            sub = self._subs.get(r.task)
-            if sub is not None and sub.pack_step:
-                packs.setdefault(sub.job_id, []).append(PackedRun(sub.pack_step, None, Path(sub.job_dir or ".")))
-        packed = {(j, name): s for j, runs in packs.items() for name, s in pack_states(j, runs, self._shell()).items()}
-        out = {}
-        for r in refs:
-            sub = self._subs.get(r.task)
-            if sub is None:
-                out[r.task] = JobState("lost", reason="no job id recorded")
-                continue
-            out[r.task] = packed[(sub.job_id, sub.pack_step)] if sub.pack_step else st[sub.job_id]
-        return out
-
-    def cancel(self, ref: RunRef) -> None:
-        from launchers.pack import cancel_packed_run
-        from launchers.submit import cancel
-
-        sub = self._subs.get(ref.task)
-        if sub is not None and sub.pack_step:
-            cancel_packed_run(sub.job_id, sub.pack_step, self._shell())
-        elif sub is not None:
-            cancel([sub.job_id], self._shell())
-
-    def log_files(self, ref: RunRef) -> list[Path]:
-        """The job's log files on this machine (over SSH: fetched from the cluster first; when the cluster cannot
-        be reached, the copies fetched before)."""
-        from launchers.track import fetch_log_files, log_files
-
-        sub = self._subs.get(ref.task)
-        if sub is None or sub.job_dir is None:
-            return []
-        if self.remote and sub.host_dir:
-            with contextlib.suppress(SchedulerError):
-                return fetch_log_files(sub.host_dir, sub.job_id, sub.job_dir, self._shell())
-        return log_files(sub.job_dir, sub.job_id)
-
-    def payload_out(self, ref: RunRef) -> Path:
-        """The payload's output folder on this machine (over SSH: its ``effective_config.json`` fetched first,
-        when the job wrote one)."""
-        from launchers.track import fetch_files
-
-        sub = self._subs.get(ref.task)
-        if sub is None or not sub.job_dir:
-            return self.sweep_dir / "missing"
-        out = Path(sub.job_dir) / "out"
-        if self.remote and sub.host_dir:
-            with contextlib.suppress(SchedulerError):  # no out/ on the cluster: the job wrote nothing
-                fetch_files(f"{sub.host_dir}/out", out, self._shell(), lambda n: n == "effective_config.json")
-        return out
-
-    def script(self, ref: RunRef) -> str | None:
-        sub = self._subs.get(ref.task)
-        return sub.script if sub is not None else None
-
-    def wait(self, timeout_s: float) -> bool:
-        """Sleep ``timeout_s`` s: Slurm jobs are not this process's children; squeue/sacct tell their end."""
-        time.sleep(max(0.0, timeout_s))
-        return False
-
-    def finish(self) -> None:
-        """Nothing waits for more launches on Slurm."""
-
-
-def pack_label(stage: int, refs: list[RunRef]) -> str:
-    """The batch label of one packed allocation: ``s<stage>.b<block>.<6 hex>``; the conductor packs one block per
-    allocation (its runs share the nodes); a hash of the runs' task names keeps two allocations of a stage apart (an
-    attempt is never submitted twice), so their ``pack-<label>`` folders never collide."""
-    import hashlib
-
-    digest = hashlib.sha256(",".join(sorted(r.task for r in refs)).encode()).hexdigest()[:6]
-    return f"s{stage}.b{min(r.repeat for r in refs)}.{digest}"

@@ -6,7 +6,10 @@ again by ``Experiment.from_id``), in the sweep's NEMORUN_HOME. Task ``<name>`` o
 ``variants/<variant>/variant.json``), ``out/`` (the payload's output folder), and NeMo-Run's
 ``log-<job name>_<jobid>_<restart>.out`` rank logs and ``sbatch_<job name>_<jobid>.out``.
 
-Rendering and submitting build the batch through the same function, so the rendered script is the submitted one.
+What a batch is built from is one :class:`BatchRequest`, whichever backend builds it (:func:`slurm_batch`,
+:func:`launchers.local.local_batch`, :func:`launchers.pack.pack_batch`); rendering (:mod:`launchers.render`) and
+submitting (:mod:`launchers.submit`) take the same request and build the batch through the same function, so the
+rendered script is the submitted one.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launchers import cluster as cl
+from contracts.cluster import ClusterConfig
 from launchers.envvars import JobEnv, cluster_env, quote_args, quoted_env
 from launchers.errors import LaunchConfigError
 from launchers.slurm import JOB_NAME_PREFIX, check_path, default_python, slurm_executor
@@ -26,6 +29,7 @@ from launchers.spec import JobCommand, RunSpec
 
 _LABEL = re.compile(r"^[A-Za-z0-9.-]{1,40}$")
 CONTAINER_JOB_ROOT = "/nemo_run"  # where pyxis mounts the task folder (NeMo-Run's RUNDIR_NAME)
+DEFAULT_TITLE = "sweep"
 
 Item = RunSpec | JobCommand
 
@@ -44,6 +48,52 @@ def experiment_id(title: str, label: str) -> str:
 def batch_label(stage: int, submission: int = 1) -> str:
     """The label of the ``submission``-th batch of stage ``stage``: ``s1``, then ``s1.r2``, ``s1.r3`` (resumes)."""
     return f"s{stage}" if submission <= 1 else f"s{stage}.r{submission}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchRequest:
+    """What one batch is built from, whichever backend builds it: a typed record of everything that is rendered,
+    as NeMo-Run's ``SlurmBatchRequest`` holds what its sbatch script is materialised from.
+
+    ``cluster``: the typed profile (build one from a mapping with :meth:`ClusterConfig.from_mapping`);
+    ``items``: RunSpecs or JobCommands, one task each (packed: one step each); ``title`` and ``label``: the NeMo-Run
+    experiment ``<title>_<label>`` (:func:`experiment_id`); ``python``: the job's interpreter (default
+    :func:`launchers.slurm.default_python` on Slurm, this interpreter locally); ``env``: the job environment (default
+    the profile's, :func:`launchers.envvars.cluster_env`); ``time_limit_s``: a Slurm job's limit in seconds instead
+    of ``cluster.time_limit``; ``run_time_s``: each packed run's own limit (default ``cluster.time_limit``);
+    ``srun_args``: extra srun arguments, each kept one shell word; ``gpus``: GPUs of a local run (default
+    ``cluster.gpus_per_node``, ``auto`` = detected).
+
+    Raises:
+        LaunchConfigError: ``cluster`` is not a ClusterConfig, or the label is not a valid batch label.
+    """
+
+    cluster: ClusterConfig
+    items: tuple[Item, ...]
+    label: str
+    title: str = DEFAULT_TITLE
+    python: str | None = None
+    env: JobEnv | None = None
+    time_limit_s: int | None = None
+    run_time_s: int | None = None
+    srun_args: tuple[str, ...] = ()
+    gpus: int | None = None
+    job_env: JobEnv = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cluster, ClusterConfig):
+            raise LaunchConfigError(
+                f"a batch needs a contracts.cluster.ClusterConfig, not {type(self.cluster).__name__}; build one "
+                "from a mapping of the profile's fields with ClusterConfig.from_mapping(...)")
+        experiment_id(self.title, self.label)  # checks the label
+        object.__setattr__(self, "items", tuple(self.items))
+        object.__setattr__(self, "srun_args", tuple(self.srun_args))
+        object.__setattr__(self, "job_env", self.env or cluster_env(self.cluster))
+
+    @property
+    def exp_id(self) -> str:
+        """The NeMo-Run experiment id ``<title>_<label>``."""
+        return experiment_id(self.title, self.label)
 
 
 @dataclass(frozen=True)
@@ -117,56 +167,39 @@ def env_script(run: Any, argv: Sequence[str]) -> Any:
     return run.Script(path=words[0], args=words[1:], entrypoint="env")
 
 
-def remote_base(cluster: Any, home: Path) -> str:
+def remote_base(cluster: ClusterConfig, home: Path) -> str:
     """The experiments folder as the cluster sees it (``tunnel.job_dir`` over SSH)."""
-    if cl.tunnel_field(cluster, "kind", "local") == "ssh":
-        return str(cl.tunnel_field(cluster, "job_dir"))
-    return str(home / "experiments")
+    return str(cluster.tunnel.job_dir) if cluster.remote else str(home / "experiments")
 
 
-def slurm_batch(
-    run: Any,
-    cluster: Any,
-    items: Sequence[Item],
-    *,
-    home: Path,
-    title: str,
-    label: str,
-    packager_for: Any = None,
-    python: str | None = None,
-    env: JobEnv | None = None,
-    time_limit_s: int | None = None,
-    srun_args: Sequence[str] = (),
-) -> Batch:
-    """Build the Slurm tasks of one batch (nothing is written or submitted).
+def slurm_batch(run: Any, request: BatchRequest, *, home: Path, packager_for: Any = None) -> Batch:
+    """Build the Slurm tasks of ``request``, one job per item (nothing is written or submitted).
 
+    ``run``: the imported nemo_run module; ``home``: the NEMORUN_HOME in use (:mod:`launchers.home`);
     ``packager_for(files)`` returns the packager of a task given its extra ``(file, base)`` pairs (default: the
-    no-op ``run.Packager()``; rendering needs no git). ``python``: the job's interpreter (default
-    :func:`launchers.slurm.default_python`). ``env``: the job environment (default: the profile's).
+    no-op ``run.Packager()``; rendering needs no git).
 
     Raises:
         LaunchConfigError: bad names or paths, duplicate task names, or a profile problem.
     """
-    exp_id = experiment_id(title, label)
-    env = env or cluster_env(cluster)
-    python = python or default_python(cluster)
-    container = bool(cl.get(cluster, "container_image"))
+    cluster, env = request.cluster, request.job_env
+    python = request.python or default_python(cluster)
     base = remote_base(cluster, home)
     tasks: list[Task] = []
     seen: set[str] = set()
-    for item in items:
+    for item in request.items:
         name = item.name
         if name in seen:
             raise LaunchConfigError(f"two runs of one batch are both named {name!r}")
         seen.add(name)
-        host_dir = check_path(os.path.join(base, title, exp_id, name), "job folder")
-        job_root = CONTAINER_JOB_ROOT if container else host_dir
+        host_dir = check_path(os.path.join(base, request.title, request.exp_id, name), "job folder")
+        job_root = CONTAINER_JOB_ROOT if cluster.container_image else host_dir
         argv, files, extra_env = item_command(item, python, f"{job_root}/code", f"{job_root}/out")
         packager = packager_for(files) if packager_for else run.Packager()
         executor = slurm_executor(run, cluster, home=home, env=env, packager=packager,
-                                  time_limit_s=time_limit_s, srun_args=srun_args)
+                                  time_limit_s=request.time_limit_s, srun_args=request.srun_args)
         executor.env_vars.update(quoted_env(extra_env))
         tasks.append(Task(name=name, script=env_script(run, argv), executor=executor, item=item,
-                          job_dir=home / "experiments" / title / exp_id / name, job_root=job_root,
+                          job_dir=home / "experiments" / request.title / request.exp_id / name, job_root=job_root,
                           host_dir=host_dir, files=files))
-    return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
+    return Batch(title=request.title, exp_id=request.exp_id, home=home, tasks=tuple(tasks), env=env)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.cluster import ClusterConfig
 from contracts.secrets import MASK, is_secret, mask_text
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -79,11 +80,9 @@ def job_env(
     return JobEnv(plain=plain, secrets=secrets, passthrough=passthrough)
 
 
-def cluster_env(cluster: Any) -> JobEnv:
+def cluster_env(cluster: ClusterConfig) -> JobEnv:
     """The :class:`JobEnv` of a cluster profile: its ``env_vars`` and ``secret_env`` (CONTRACTS §9, §10)."""
-    from launchers.cluster import get
-
-    return job_env(get(cluster, "env_vars", {}), get(cluster, "secret_env", ()))
+    return job_env(cluster.env_vars, cluster.secret_env)
 
 
 def quoted_env(plain: Mapping[str, str]) -> dict[str, str]:

@@ -78,6 +78,19 @@ class ExitWatch:
         self._seen.update(ready)
         return bool(ready)
 
+    def wait_exit(self, key: str, timeout_s: float) -> bool:
+        """Sleep until every watched process of ``key`` has exited, ``timeout_s`` seconds at most; True when they
+        have (also when ``key`` has none watched)."""
+        pending = list(self._fds.get(key, []))
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select(pending, [], [], left)
+            pending = [fd for fd in pending if fd not in ready]
+        return True
+
     def close(self) -> None:
         """Close every pidfd."""
         for key in list(self._fds):

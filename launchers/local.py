@@ -16,13 +16,12 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launchers import cluster as cl
-from launchers.batch import Batch, Item, Task, experiment_id
-from launchers.envvars import JobEnv, cluster_env, mask_text
+from contracts.cluster import ClusterConfig
+from launchers.batch import Batch, BatchRequest, Task
+from launchers.envvars import JobEnv, mask_text
 from launchers.errors import LaunchConfigError
 from launchers.home import nemorun_home_path
 from launchers.slurm import check_path
@@ -58,7 +57,7 @@ def gpu_names() -> list[str]:
     return names
 
 
-def local_gpus(cluster: Any, gpus: int | None = None) -> int:
+def local_gpus(cluster: ClusterConfig, gpus: int | None = None) -> int:
     """GPUs a local run uses: ``gpus`` if given, else ``cluster.gpus_per_node`` (``auto`` = detected).
 
     Raises:
@@ -66,7 +65,7 @@ def local_gpus(cluster: Any, gpus: int | None = None) -> int:
     """
     if gpus is not None:
         return gpus
-    wanted = cl.get(cluster, "gpus_per_node", "auto")
+    wanted = cluster.gpus_per_node
     found = detect_gpus()
     if wanted == "auto":
         return found
@@ -85,7 +84,7 @@ def _job_path() -> str:
     return path if bindir in path.split(os.pathsep) else os.pathsep.join([bindir, path])
 
 
-def local_executor(run: Any, cluster: Any, *, env: JobEnv, gpus: int) -> Any:
+def local_executor(run: Any, *, env: JobEnv, gpus: int) -> Any:
     """A ``run.LocalExecutor``: torchrun with ``gpus`` processes, or one process when ``gpus`` is 0.
 
     Only ``env.plain`` goes into the executor (NeMo-Run writes it into its config files); secrets reach the
@@ -97,25 +96,18 @@ def local_executor(run: Any, cluster: Any, *, env: JobEnv, gpus: int) -> Any:
     return run.LocalExecutor(ntasks_per_node=max(gpus, 1), nodes=1, launcher=launcher, env_vars=env_vars)
 
 
-def local_batch(
-    run: Any,
-    cluster: Any,
-    items: Sequence[Item],
-    *,
-    home: Path,
-    title: str,
-    label: str,
-    gpus: int,
-    python: str | None = None,
-    env: JobEnv | None = None,
-) -> Batch:
-    """The local tasks of one batch (nothing is written or started); see :func:`launchers.batch.slurm_batch`."""
-    exp_id = experiment_id(title, label)
-    env = env or cluster_env(cluster)
-    python = python or sys.executable
+def local_batch(run: Any, request: BatchRequest, *, home: Path) -> Batch:
+    """The local tasks of ``request`` (nothing is written or started), with ``request.gpus`` GPUs each
+    (:func:`local_gpus`); see :func:`launchers.batch.slurm_batch`.
+
+    Raises:
+        LaunchConfigError: more GPUs than this machine has, or a path torchrun would mangle.
+    """
+    gpus = local_gpus(request.cluster, request.gpus)
+    python = request.python or sys.executable
     tasks = []
-    for item in items:
-        job_dir = home / "experiments" / title / exp_id / item.name
+    for item in request.items:
+        job_dir = home / "experiments" / request.title / request.exp_id / item.name
         if isinstance(item, RunSpec):
             variant_json = check_path(Path(os.path.abspath(item.variant_json)), "variant file")
             out_dir = check_path(job_dir / "out", "output folder")
@@ -126,12 +118,12 @@ def local_batch(
             script = run.Script(path=argv[0], args=argv[1:], entrypoint="env")
         if gpus >= 1:
             _check_torchrun_words(script)
-        executor = local_executor(run, cluster, env=env, gpus=gpus)
+        executor = local_executor(run, env=request.job_env, gpus=gpus)
         if not isinstance(item, RunSpec):
             executor.env_vars.update(item.env)
         tasks.append(Task(name=item.name, script=script, executor=executor, item=item, job_dir=job_dir,
                           job_root=str(job_dir)))
-    return Batch(title=title, exp_id=exp_id, home=home, tasks=tuple(tasks), env=env)
+    return Batch(title=request.title, exp_id=request.exp_id, home=home, tasks=tuple(tasks), env=request.job_env)
 
 
 def _check_torchrun_words(script: Any) -> None:
@@ -158,27 +150,21 @@ def local_argv(run: Any, task: Task) -> list[str]:
     return [role.entrypoint, *role.args]
 
 
-def render_local(
-    cluster: Any,
-    item: Item,
-    *,
-    state_dir: str | Path,
-    title: str = "sweep",
-    label: str = "s1",
-    gpus: int | None = None,
-    python: str | None = None,
-    env: JobEnv | None = None,
-    cwd: str | Path | None = None,
-) -> str:
-    """The local run as a shell script: its environment (secrets as ``***``), folder and exact command."""
+def render_local(request: BatchRequest, *, state_dir: str | Path, cwd: str | Path | None = None) -> str:
+    """The local run of a one-item ``request`` as a shell script: its environment (secrets as ``***``), the folder
+    it runs in (``cwd``, default this process's) and its exact command. ``state_dir``: the sweep's ``nemo_run/``.
+
+    Raises:
+        LaunchConfigError: the request has other than one item, or :func:`local_batch` refuses it.
+    """
     from launchers.home import nemo_run
 
+    if len(request.items) != 1:
+        raise LaunchConfigError(f"a local job script is rendered for one run, not {len(request.items)}")
     run = nemo_run()
-    env = env or cluster_env(cluster)
-    n = local_gpus(cluster, gpus)
-    batch = local_batch(run, cluster, [item], home=nemorun_home_path(state_dir), title=title, label=label,
-                        gpus=n, python=python, env=env)
-    task = batch.tasks[0]
+    env = request.job_env
+    n = local_gpus(request.cluster, request.gpus)
+    task = local_batch(run, request, home=nemorun_home_path(state_dir)).tasks[0]
     argv = local_argv(run, task)
     lines = ["#!/bin/bash", f"# Local run {task.name} through NeMo-Run's LocalExecutor "
              f"({'torchrun, ' + str(n) + ' GPU(s)' if n else 'one process, no GPU'})"]

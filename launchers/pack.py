@@ -25,20 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contracts.cluster import ClusterConfig
 from contracts.jobs import JobState
-from contracts.slurm import manifest_status
-from launchers import cluster as cl
+from contracts.slurm import format_time_limit, manifest_status
 from launchers.batch import (
     CONTAINER_JOB_ROOT,
     Batch,
+    BatchRequest,
     Item,
     Task,
     env_script,
-    experiment_id,
     item_command,
     remote_base,
 )
-from launchers.envvars import JobEnv, cluster_env, quote_args, quoted_env
+from launchers.envvars import JobEnv, quote_args, quoted_env
 from launchers.errors import LaunchConfigError, SchedulerError
 from launchers.shell import Shell, local_shell
 from launchers.slurm import JOB_NAME_PREFIX, check_path, default_python, pyxis_image, slurm_executor
@@ -73,15 +73,15 @@ def allocation_time_s(run_time_s: int, n_runs: int) -> int:
     return n_runs * (run_time_s + STEP_START_S) + PACK_MARGIN_S
 
 
-def _container_flags(cluster: Any, host_dir: str, env: JobEnv) -> list[str]:
+def _container_flags(cluster: ClusterConfig, host_dir: str, env: JobEnv) -> list[str]:
     """The pyxis flags NeMo-Run gives its own srun (``get_container_flags``), for the packed steps."""
-    image = cl.get(cluster, "container_image")
+    image = cluster.container_image
     if not image:
         return []
-    mounts = [str(m) for m in cl.get(cluster, "container_mounts", ())] + [f"{host_dir}:{CONTAINER_JOB_ROOT}"]
+    mounts = [str(m) for m in cluster.container_mounts] + [f"{host_dir}:{CONTAINER_JOB_ROOT}"]
     flags = ["--container-image", pyxis_image(str(image)), "--container-mounts", ",".join(mounts),
              "--container-workdir", f"{CONTAINER_JOB_ROOT}/code"]
-    names = list(dict.fromkeys([*cl.get(cluster, "container_env", ()), *env.plain, *env.secret_names]))
+    names = list(dict.fromkeys([*cluster.container_env, *env.plain, *env.secret_names]))
     return flags + (["--container-env", ",".join(names)] if names else [])
 
 
@@ -101,42 +101,30 @@ def _step_lines(i: int, n: int, run: PackedRun, host_run: str, argv: list[str], 
     ]
 
 
-def pack_batch(
-    run: Any,
-    cluster: Any,
-    items: Sequence[Item],
-    *,
-    home: Path,
-    title: str,
-    label: str,
-    run_time_s: int | None = None,
-    packager_for: Any = None,
-    python: str | None = None,
-    env: JobEnv | None = None,
-    srun_args: Sequence[str] = (),
-) -> tuple[Batch, tuple[PackedRun, ...]]:
-    """One allocation (a one-task batch) running ``items`` in order; see the module docstring.
+def pack_batch(run: Any, request: BatchRequest, *, home: Path,
+               packager_for: Any = None) -> tuple[Batch, tuple[PackedRun, ...]]:
+    """One allocation (a one-task batch) running ``request.items`` in order; see the module docstring.
 
-    ``run_time_s``: each run's own time limit (default ``cluster.time_limit``); the allocation gets
-    :func:`allocation_time_s`. Other arguments as :func:`launchers.batch.slurm_batch`.
+    Each run gets ``request.run_time_s`` (default ``cluster.time_limit``) as its own time limit; the allocation
+    gets :func:`allocation_time_s`. Other fields and arguments as :func:`launchers.batch.slurm_batch`.
 
     Raises:
         LaunchConfigError: no items, duplicate names, or a profile problem.
     """
+    items, cluster, env = request.items, request.cluster, request.job_env
+    title, exp_id = request.title, request.exp_id
     if not items:
         raise LaunchConfigError("pack=true with no runs to pack")
     names = [i.name for i in items]
     if len(set(names)) != len(names):
         raise LaunchConfigError(f"two packed runs share a name: {sorted(n for n in names if names.count(n) > 1)}")
-    exp_id = experiment_id(title, label)
-    name = pack_name(label)
-    env = env or cluster_env(cluster)
-    python = python or default_python(cluster)
-    budget_s = run_time_s or cl.time_limit_s(cluster)
+    name = pack_name(request.label)
+    python = request.python or default_python(cluster)
+    budget_s = request.run_time_s or cluster.time_limit_s
     host_dir = check_path(os.path.join(remote_base(cluster, home), title, exp_id, name), "job folder")
-    job_root = CONTAINER_JOB_ROOT if cl.get(cluster, "container_image") else host_dir
-    flags = [*_container_flags(cluster, host_dir, env), *cl.get(cluster, "srun_args", ()), *srun_args]
-    if not cl.get(cluster, "container_image"):
+    job_root = CONTAINER_JOB_ROOT if cluster.container_image else host_dir
+    flags = [*_container_flags(cluster, host_dir, env), *request.srun_args]
+    if not cluster.container_image:
         flags = ["--chdir", f"{host_dir}/code", *flags]
     local_dir = home / "experiments" / title / exp_id / name
     runs, files, lines, extra_env = [], [], [], {}
@@ -147,14 +135,14 @@ def pack_batch(
         files += shipped
         extra_env.update(item_env)
         lines += _step_lines(i, len(items), packed, f"{host_dir}/runs/{item.name}", argv, flags,
-                             cl.slurm_time(budget_s))
+                             format_time_limit(budget_s))
         runs.append(packed)
     summary = ("rc=0; for n in " + " ".join(shlex.quote(n) for n in names) + "; do "
                'c=$(cat "../runs/$n/exit_code" 2>/dev/null || echo missing); echo "packed run $n exit_code=$c"; '
                '[ "$c" = 0 ] || rc=1; done; exit $rc')
     packager = packager_for(tuple(files)) if packager_for else run.Packager()
     executor = slurm_executor(run, cluster, home=home, env=env, packager=packager,
-                              time_limit_s=allocation_time_s(budget_s, len(items)), srun_args=srun_args)
+                              time_limit_s=allocation_time_s(budget_s, len(items)), srun_args=request.srun_args)
     executor.env_vars.update(quoted_env(extra_env))
     executor.srun_args = None  # the runs' steps carry them; the summary step needs none
     executor.setup_lines = "\n".join(["", "# ---- packed runs (launchers/pack.py) ----", *lines, ""])

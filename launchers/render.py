@@ -13,42 +13,30 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from launchers import cluster as cl
-from launchers.batch import Batch, Item, slurm_batch
+from contracts.cluster import ClusterConfig
+from launchers.batch import DEFAULT_TITLE, Batch, BatchRequest, Item, slurm_batch
 from launchers.envvars import JobEnv, cluster_env, mask_text
 from launchers.errors import LaunchConfigError
 from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
 from launchers.spec import RunSpec
 from launchers.templates import TemplateCache
 
-DEFAULT_TITLE = "sweep"
+__all__ = ["DEFAULT_TITLE", "JobScripts", "render_job_script", "render_slurm_batch"]
 
 
-def render_slurm_batch(
-    cluster: Any,
-    items: Sequence[Item],
-    *,
-    state_dir: str | Path,
-    title: str = DEFAULT_TITLE,
-    label: str = "s1",
-    python: str | None = None,
-    env: JobEnv | None = None,
-    time_limit_s: int | None = None,
-    srun_args: Sequence[str] = (),
-) -> dict[str, str]:
-    """Task name -> sbatch script text NeMo-Run would submit for ``items`` as batch ``<title>_<label>``.
+def render_slurm_batch(request: BatchRequest, *, state_dir: str | Path) -> dict[str, str]:
+    """Task name -> sbatch script text NeMo-Run would submit for ``request`` (one Slurm job per item).
 
-    ``state_dir`` is the sweep's ``nemo_run/`` (it need not exist). Other arguments as
-    :func:`launchers.batch.slurm_batch`. Imports NeMo-Run (about 4 s the first time).
+    ``state_dir`` is the sweep's ``nemo_run/`` (it need not exist). Imports NeMo-Run (about 4 s the first time).
+
+    Raises:
+        LaunchConfigError: see :func:`launchers.batch.slurm_batch`.
     """
-    env = env or cluster_env(cluster)
-    return _render(lambda run, home: slurm_batch(run, cluster, items, home=home, title=title, label=label,
-                                                 python=python, env=env, time_limit_s=time_limit_s,
-                                                 srun_args=srun_args), state_dir, env)
+    return _render(lambda run, home: slurm_batch(run, request, home=home), state_dir, request.job_env)
 
 
 def _render(build: Callable[[Any, Path], Batch], state_dir: str | Path, env: JobEnv) -> dict[str, str]:
@@ -71,22 +59,25 @@ def _render(build: Callable[[Any, Path], Batch], state_dir: str | Path, env: Job
     return {name: mask_text(text.replace(str(home), str(real_home)), secrets) for name, text in texts.items()}
 
 
-def render_job_script(cluster: Any, item: Item, *, state_dir: str | Path, **kwargs: Any) -> str:
+def render_job_script(cluster: ClusterConfig, item: Item, *, state_dir: str | Path, cwd: str | Path | None = None,
+                      label: str = "s1", **fields: Any) -> str:
     """The job script of one run or command: sbatch text on Slurm, the command line on the local executor.
 
-    ``cluster``: a ClusterConfig or mapping; ``item``: a :class:`launchers.spec.RunSpec` (or JobCommand);
-    ``state_dir``: the sweep's ``nemo_run/``; further keyword arguments as :func:`render_slurm_batch`
-    (``title``, ``label``, ``python``, ``env``, ``time_limit_s``, ``srun_args``) or, locally,
-    :func:`launchers.local.local_command` (``gpus``, ``python``, ``env``).
+    ``cluster``: the typed profile; ``item``: a :class:`launchers.spec.RunSpec` (or JobCommand); ``state_dir``: the
+    sweep's ``nemo_run/``; ``cwd``: the folder a local run is started in (default this process's); ``label`` and
+    further keyword arguments: the fields of the :class:`launchers.batch.BatchRequest` of this one item (``title``,
+    ``python``, ``env``, ``time_limit_s``, ``srun_args``, ``gpus``).
 
     Raises:
         LaunchConfigError: the profile or the item cannot be launched (names the field and the fix).
+        TypeError: a keyword that is not a field of BatchRequest.
     """
-    if cl.get(cluster, "executor", "local") == "local":
+    request = BatchRequest(cluster=cluster, items=(item,), label=label, **fields)
+    if cluster.is_local:
         from launchers.local import render_local
 
-        return render_local(cluster, item, state_dir=state_dir, **kwargs)
-    return render_slurm_batch(cluster, [item], state_dir=state_dir, **kwargs)[item.name]
+        return render_local(request, state_dir=state_dir, cwd=cwd)
+    return render_slurm_batch(request, state_dir=state_dir)[item.name]
 
 
 # the variant name a template is rendered for: a valid task name (launchers.spec.check_task_name) that no sweep path,
@@ -111,7 +102,7 @@ class JobScripts:
     def __init__(self) -> None:
         self._templates: dict[str, str | None] = {}
 
-    def render(self, cluster: Any, item: Any, *, state_dir: str | Path, before_full: Callable[[], object] | None = None,
+    def render(self, cluster: ClusterConfig, item: Any, *, state_dir: str | Path, before_full: Callable[[], object] | None = None,
                **kwargs: Any) -> str:
         """The job script of ``item`` as :func:`render_job_script` renders it (same arguments and errors).
 

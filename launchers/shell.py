@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from launchers import cluster as cl
+from contracts.cluster import ClusterConfig
 from launchers.errors import SchedulerError
 
 
@@ -53,7 +53,8 @@ def local_shell(argv: Sequence[str], timeout_s: float = 60) -> Result:
 
 @dataclass
 class TunnelShell:
-    """Runs commands through a NeMo-Run tunnel object (``SSHTunnel``); connects on first use."""
+    """Runs commands through a NeMo-Run tunnel object (``SSHTunnel``); connects on first use and again on the first
+    use after :meth:`close`."""
 
     tunnel: Any
 
@@ -79,13 +80,27 @@ class TunnelShell:
         except (Exception, SystemExit) as exc:  # paramiko/Fabric errors; NeMo-Run exits on failed auth
             raise SchedulerError(f"could not copy {remote} from {self.tunnel.host} to {local}: {exc}") from exc
 
+    def close(self) -> None:
+        """End the SSH connection and its paramiko transport thread (harmless when it is not open)."""
+        self.tunnel.cleanup()
 
-def shell_for(cluster: Any) -> Shell:
-    """The shell for ``cluster``: :func:`local_shell` on a login node, a :class:`TunnelShell` over SSH."""
-    if cl.tunnel_field(cluster, "kind", "local") != "ssh":
+
+def close_shell(shell: Shell | None) -> None:
+    """Close ``shell``'s connection to the cluster when it has one (a :class:`TunnelShell`); a local shell holds
+    nothing."""
+    if isinstance(shell, TunnelShell):
+        shell.close()
+
+
+def shell_for(cluster: ClusterConfig) -> Shell:
+    """The shell for ``cluster``: :func:`local_shell` on a login node, a :class:`TunnelShell` over SSH.
+
+    Raises:
+        LaunchConfigError: the SSH settings cannot make a tunnel (:func:`launchers.slurm.make_tunnel`).
+    """
+    if not cluster.remote:
         return local_shell
     from launchers.home import nemo_run
     from launchers.slurm import make_tunnel
 
-    run = nemo_run()
-    return TunnelShell(make_tunnel(run, cluster, home=None))  # type: ignore[arg-type]
+    return TunnelShell(make_tunnel(nemo_run(), cluster, home=None))

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launchers import cluster as cl
+from contracts.cluster import ClusterConfig
+from contracts.slurm import format_time_limit
 from launchers.envvars import JobEnv, quote_args, quoted_env
 from launchers.errors import LaunchConfigError, SchedulerError
 from launchers.home import RUNDIR_TOKEN
@@ -51,13 +52,13 @@ def check_path(path: str | os.PathLike[str], what: str) -> str:
     return text
 
 
-def gpus_per_node(cluster: Any) -> int | None:
+def gpus_per_node(cluster: ClusterConfig) -> int | None:
     """``cluster.gpus_per_node`` as an int (``None`` for a CPU-only profile).
 
     Raises:
         LaunchConfigError: ``auto`` (only the local executor detects GPUs) or a non-positive number.
     """
-    value = cl.get(cluster, "gpus_per_node")
+    value = cluster.gpus_per_node
     if value in (None, 0):
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -68,19 +69,18 @@ def gpus_per_node(cluster: Any) -> int | None:
     return value
 
 
-def make_tunnel(run: Any, cluster: Any, home: Path) -> Any:
-    """``run.LocalTunnel`` (job folder ``<home>/experiments``) or ``run.SSHTunnel`` from ``cluster.tunnel``.
+def make_tunnel(run: Any, cluster: ClusterConfig, home: Path | None) -> Any:
+    """``run.LocalTunnel`` (job folder ``<home>/experiments``) or ``run.SSHTunnel`` from ``cluster.tunnel``
+    (``home`` unused then).
 
     Raises:
-        LaunchConfigError: unknown kind, SSH without host/user/job_dir, or an SSH key file that does not exist.
+        LaunchConfigError: SSH without host/user/job_dir/identity, a key file that does not exist, or a container-less
+            job folder NeMo-Run would rewrite.
     """
-    kind = cl.tunnel_field(cluster, "kind", "local")
-    if kind == "local":
+    tunnel = cluster.tunnel
+    if not cluster.remote:  # TunnelConfig allows local or ssh only
         return run.LocalTunnel(job_dir=os.path.join(str(home), "experiments"))
-    if kind != "ssh":
-        raise LaunchConfigError(f"cluster.tunnel.kind={kind!r} is not one of local, ssh")
-    host, user = cl.tunnel_field(cluster, "host"), cl.tunnel_field(cluster, "user")
-    job_dir, identity = cl.tunnel_field(cluster, "job_dir"), cl.tunnel_field(cluster, "identity")
+    host, user, job_dir, identity = tunnel.host, tunnel.user, tunnel.job_dir, tunnel.identity
     missing = [n for n, v in (("host", host), ("user", user), ("job_dir", job_dir), ("identity", identity)) if not v]
     if missing:
         raise LaunchConfigError(
@@ -93,17 +93,16 @@ def make_tunnel(run: Any, cluster: Any, home: Path) -> Any:
             f"SSH key file {key} (cluster.tunnel.identity={identity!r}) does not exist; "
             "create it (ssh-keygen) or point cluster.tunnel.identity at your key"
         )
-    if not cl.get(cluster, "container_image") and RUNDIR_TOKEN in str(job_dir):
+    if not cluster.container_image and RUNDIR_TOKEN in str(job_dir):
         raise LaunchConfigError(
             f"cluster.tunnel.job_dir={job_dir!r} contains '/nemo_run', which NeMo-Run 0.11.1 rewrites in "
             "container-less job scripts; choose another folder name"
         )
-    port = cl.tunnel_field(cluster, "port")
-    tunnel = run.SSHTunnel(host=str(host), user=str(user), job_dir=str(job_dir), identity=str(key),
-                           port=int(port) if port else None)
+    ssh = run.SSHTunnel(host=str(host), user=str(user), job_dir=str(job_dir), identity=str(key),
+                        port=int(tunnel.port) if tunnel.port else None)
     # Unattended: NeMo-Run would prompt for a password (then sys.exit(1)) when the key is refused.
-    tunnel.auth_handler = tunnel.fallback_auth_handler = _no_prompt
-    return tunnel
+    ssh.auth_handler = ssh.fallback_auth_handler = _no_prompt
+    return ssh
 
 
 def _no_prompt(*_args: Any) -> str:
@@ -127,20 +126,20 @@ def pyxis_image(ref: str) -> str:
     return ref
 
 
-def default_python(cluster: Any) -> str:
+def default_python(cluster: ClusterConfig) -> str:
     """The interpreter jobs use: ``python`` in a container or over SSH, else this process's interpreter.
 
     On a login node without a container the compute nodes share the filesystem, so the virtual environment
     that submits is the one that runs (sbatch exports PATH too, but tests do not activate the venv).
     """
-    if cl.get(cluster, "container_image") or cl.tunnel_field(cluster, "kind", "local") == "ssh":
+    if cluster.container_image or cluster.remote:
         return "python"
     return sys.executable
 
 
 def slurm_executor(
     run: Any,
-    cluster: Any,
+    cluster: ClusterConfig,
     *,
     home: Path,
     env: JobEnv,
@@ -150,7 +149,7 @@ def slurm_executor(
     nodes: int | None = None,
     gpus: int | None = None,
 ) -> Any:
-    """A ``run.SlurmExecutor`` for ``cluster`` (a ClusterConfig or a mapping with its fields).
+    """A ``run.SlurmExecutor`` for the profile ``cluster``.
 
     ``run``: the imported nemo_run module; ``home``: the NEMORUN_HOME in use (launchers.home);
     ``env``: the job's environment, of which only ``env.plain`` is written (quoted) into the script;
@@ -160,40 +159,38 @@ def slurm_executor(
     Raises:
         LaunchConfigError: a profile field the executor cannot use (names it and the fix).
     """
-    if cl.get(cluster, "executor", "slurm") != "slurm":
-        raise LaunchConfigError(f"cluster {cl.get(cluster, 'name')!r} has executor={cl.get(cluster, 'executor')!r}; "
+    if cluster.executor != "slurm":
+        raise LaunchConfigError(f"cluster {cluster.name!r} has executor={cluster.executor!r}; "
                                 "slurm_executor needs executor: slurm")
-    account = cl.get(cluster, "account")
-    if not account:
-        raise LaunchConfigError(f"cluster {cl.get(cluster, 'name')!r}: cluster.account is required on Slurm "
+    if not cluster.account:
+        raise LaunchConfigError(f"cluster {cluster.name!r}: cluster.account is required on Slurm "
                                 "(sbatch --account); set it in the profile or with cluster.account=<name>")
     check_path(home, "NEMORUN_HOME")
-    limit = time_limit_s or cl.time_limit_s(cluster)
+    limit = time_limit_s or cluster.time_limit_s
     gpn = gpus_per_node(cluster) if gpus is None else gpus
-    extra: dict[str, Any] = {}
-    if cl.get(cluster, "reservation"):
-        extra["reservation"] = str(cl.get(cluster, "reservation"))  # no executor field; an sbatch flag all the same
-    image = cl.get(cluster, "container_image")
-    container_env = list(dict.fromkeys([*cl.get(cluster, "container_env", ()), *env.plain, *env.secret_names]))
+    # no executor field for a reservation; an sbatch flag all the same
+    extra: dict[str, Any] = {"reservation": str(cluster.reservation)} if cluster.reservation else {}
+    image = cluster.container_image
+    container_env = list(dict.fromkeys([*cluster.container_env, *env.plain, *env.secret_names]))
     executor = run.SlurmExecutor(
-        account=str(account),
-        partition=cl.get(cluster, "partition"),
-        qos=cl.get(cluster, "qos"),
-        constraint=cl.get(cluster, "constraint"),
-        exclude=cl.get(cluster, "exclude"),
-        nodes=int(nodes or cl.get(cluster, "nodes", 1)),
+        account=str(cluster.account),
+        partition=cluster.partition,
+        qos=cluster.qos,
+        constraint=cluster.constraint,
+        exclude=cluster.exclude,
+        nodes=int(nodes or cluster.nodes),
         ntasks_per_node=gpn or 1,
         gpus_per_node=gpn,
-        exclusive=True if cl.get(cluster, "exclusive", False) else None,
-        time=cl.slurm_time(limit),
+        exclusive=True if cluster.exclusive else None,
+        time=format_time_limit(limit),
         signal=signal_spec(limit),
         additional_parameters=extra or None,
         container_image=pyxis_image(str(image)) if image else None,
-        container_mounts=[str(m) for m in cl.get(cluster, "container_mounts", ())] if image else [],
+        container_mounts=[str(m) for m in cluster.container_mounts] if image else [],
         # pyxis keeps the image's value of a variable unless it is named here; we name every one we set
         container_env=container_env if image and container_env else None,
         env_vars=quoted_env(env.plain),
-        srun_args=quote_args([*cl.get(cluster, "srun_args", ()), *srun_args]) or None,
+        srun_args=quote_args(srun_args) or None,
         tunnel=make_tunnel(run, cluster, home),
         packager=packager if packager is not None else run.Packager(),
         job_name_prefix=JOB_NAME_PREFIX,

@@ -10,23 +10,21 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from launchers import cluster as cl
-from launchers.batch import Batch, Item, Task, slurm_batch
-from launchers.envvars import JobEnv, cluster_env, mask_text, quoted_env
+from contracts.cluster import ClusterConfig
+from launchers.batch import Batch, BatchRequest, Item, Task, slurm_batch
+from launchers.envvars import JobEnv, mask_text, quoted_env
 from launchers.errors import LaunchConfigError, LaunchError, SchedulerError
 from launchers.home import nemo_run, nemorun_home, no_stdin
 from launchers.pack import PackedRun, pack_batch
 from launchers.packaging import check_clean, code_packager, git_state, ship_ref
 from launchers.procenv import environ, in_dir
-from launchers.render import DEFAULT_TITLE
-from launchers.shell import Shell, local_shell, shell_for
+from launchers.shell import Shell, close_shell, local_shell, shell_for
 
 _HANDLE_JOB = re.compile(r"/(\d+(?:_\d+)?)(?:/|$)")
 
@@ -68,13 +66,13 @@ def job_id_of(handle: str) -> str:
     return m.group(1)
 
 
-def _secrets_for_transport(cluster: Any, env: JobEnv, allow_ssh_secrets: bool) -> dict[str, str]:
+def _secrets_for_transport(cluster: ClusterConfig, env: JobEnv, allow_ssh_secrets: bool) -> dict[str, str]:
     """Secrets that must be written into the script (SSH with opt-in only); refuses SSH without the opt-in.
 
     Raises:
         LaunchConfigError: secrets would have to be written down for an SSH tunnel and the user did not opt in.
     """
-    if cl.tunnel_field(cluster, "kind", "local") != "ssh" or not env.secret_names:
+    if not cluster.remote or not env.secret_names:
         return {}
     if not allow_ssh_secrets:
         raise LaunchConfigError(
@@ -107,41 +105,29 @@ def cancel(job_ids: Sequence[str], shell: Shell = local_shell) -> None:
         raise SchedulerError(f"scancel {' '.join(job_ids)} failed: {res.err.strip() or res.out.strip()}")
 
 
-def submit_slurm(
-    cluster: Any,
-    items: Sequence[Item],
-    *,
-    state_dir: str | Path,
-    repo: str | Path,
-    title: str = DEFAULT_TITLE,
-    label: str | None = None,
-    allow_dirty: bool = False,
-    allow_ssh_secrets: bool = False,
-    python: str | None = None,
-    env: JobEnv | None = None,
-    time_limit_s: int | None = None,
-    srun_args: Sequence[str] = (),
-) -> list[Submission]:
-    """Queue ``items`` (RunSpecs or JobCommands), one Slurm job each, as NeMo-Run experiment ``<title>_<label>``.
+def submit_slurm(request: BatchRequest, *, state_dir: str | Path, repo: str | Path, allow_dirty: bool = False,
+                 allow_ssh_secrets: bool = False, shell: Shell | None = None) -> list[Submission]:
+    """Queue ``request.items`` (RunSpecs or JobCommands), one Slurm job each, as NeMo-Run experiment
+    ``<title>_<label>`` (:func:`launchers.batch.slurm_batch`).
 
     ``state_dir``: the sweep's ``nemo_run/`` (NEMORUN_HOME); ``repo``: the git checkout shipped as the jobs'
-    code; ``label``: the batch label (default: the time in ns, like NeMo-Run); other arguments as
-    :func:`launchers.batch.slurm_batch`. Returns once sbatch has queued every job (detached). Takes about 4 s
-    the first time in a process (NeMo-Run's import), then ~0.1-0.3 s per job (git archive + sbatch).
+    code; ``allow_dirty``: ship uncommitted changes too; ``allow_ssh_secrets``: write secrets into the job script
+    over SSH (CONTRACTS §10); ``shell``: where sbatch/scancel run (the caller's, kept open; default one of its own,
+    closed again). Returns once sbatch has queued every job (detached). Takes about 4 s the first time in a process
+    (NeMo-Run's import), then ~0.1-0.3 s per job (git archive + sbatch).
 
     Raises:
         LaunchConfigError: bad profile, dirty tree without allow_dirty, not a git checkout, secrets over SSH.
         SchedulerError: sbatch missing or refusing a job (its message included); queued siblings were cancelled.
     """
-    if not items:
+    if not request.items:
         return []
 
-    def build(run: Any, home: Path, packager_for: Any, job_env_: JobEnv, label_: str) -> Batch:
-        return slurm_batch(run, cluster, items, home=home, title=title, label=label_, packager_for=packager_for,
-                           python=python, env=job_env_, time_limit_s=time_limit_s, srun_args=srun_args)
+    def build(run: Any, home: Path, packager_for: Any) -> Batch:
+        return slurm_batch(run, request, home=home, packager_for=packager_for)
 
-    batch, submitted, handles = _queue(cluster, build, state_dir=state_dir, repo=repo, label=label,
-                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env)
+    batch, submitted, handles = _queue(request, build, state_dir=state_dir, repo=repo, allow_dirty=allow_dirty,
+                                       allow_ssh_secrets=allow_ssh_secrets, shell=shell)
     return [_submission(batch, task, handles, submitted) for task in batch.tasks]
 
 
@@ -153,102 +139,111 @@ class PackSubmission:
     runs: tuple[PackedRun, ...]
 
 
-def submit_packed(
-    cluster: Any,
-    items: Sequence[Item],
-    *,
-    state_dir: str | Path,
-    repo: str | Path,
-    title: str = DEFAULT_TITLE,
-    label: str | None = None,
-    run_time_s: int | None = None,
-    allow_dirty: bool = False,
-    allow_ssh_secrets: bool = False,
-    python: str | None = None,
-    env: JobEnv | None = None,
-    srun_args: Sequence[str] = (),
-) -> PackSubmission:
-    """Queue ``items`` as ONE allocation that runs them one after another (``pack=true``), detached.
-
-    ``run_time_s``: each run's own time limit (default ``cluster.time_limit``). Other arguments and errors as
-    :func:`submit_slurm`. Per-run states: :func:`launchers.pack.pack_states`.
+def submit_packed(request: BatchRequest, *, state_dir: str | Path, repo: str | Path, allow_dirty: bool = False,
+                  allow_ssh_secrets: bool = False, shell: Shell | None = None) -> PackSubmission:
+    """Queue ``request.items`` as ONE allocation that runs them one after another (``pack=true``,
+    :func:`launchers.pack.pack_batch`), detached. Arguments and errors as :func:`submit_slurm`. Per-run states:
+    :func:`launchers.pack.pack_states`.
     """
-    label = label or str(time.time_ns())
     runs: list[PackedRun] = []
 
-    def build(run: Any, home: Path, packager_for: Any, job_env_: JobEnv, label_: str) -> Batch:
-        batch, packed = pack_batch(run, cluster, items, home=home, title=title, label=label_,
-                                   run_time_s=run_time_s, packager_for=packager_for, python=python, env=job_env_,
-                                   srun_args=srun_args)
+    def build(run: Any, home: Path, packager_for: Any) -> Batch:
+        batch, packed = pack_batch(run, request, home=home, packager_for=packager_for)
         runs.extend(packed)
         return batch
 
-    batch, submitted, handles = _queue(cluster, build, state_dir=state_dir, repo=repo, label=label,
-                                       allow_dirty=allow_dirty, allow_ssh_secrets=allow_ssh_secrets, env=env)
+    batch, submitted, handles = _queue(request, build, state_dir=state_dir, repo=repo, allow_dirty=allow_dirty,
+                                       allow_ssh_secrets=allow_ssh_secrets, shell=shell)
     return PackSubmission(job=_submission(batch, batch.tasks[0], handles, submitted), runs=tuple(runs))
 
 
 def _queue(
-    cluster: Any,
-    build: Callable[[Any, Path, Any, JobEnv, str], Batch],
+    request: BatchRequest,
+    build: Callable[[Any, Path, Any], Batch],
     *,
     state_dir: str | Path,
     repo: str | Path,
-    label: str | None,
     allow_dirty: bool,
     allow_ssh_secrets: bool,
-    env: JobEnv | None,
+    shell: Shell | None,
 ) -> tuple[Batch, str, dict[str, str]]:
-    """Check, build and submit one batch (detached); returns it, the submission time and task -> job id."""
-    env = env or cluster_env(cluster)
+    """Check, build (``build(run, home, packager_for)``) and submit one batch (detached); returns it, the
+    submission time and task -> job id.
+
+    ``shell``: where scheduler commands run (the caller's, kept open); None: one of its own, closed at the end."""
+    cluster, env = request.cluster, request.job_env
     written_secrets = _secrets_for_transport(cluster, env, allow_ssh_secrets)
     state = git_state(repo)
     check_clean(state, allow_dirty)
-    shell = shell_for(cluster)
-    # a clear error when sbatch is missing or the SSH tunnel is down, before anything is written
-    res = shell(["sbatch", "--version"])
-    if res.rc != 0:
-        raise SchedulerError(f"sbatch --version failed on the cluster: {(res.err or res.out).strip()}")
-    label = label or str(time.time_ns())
+    own = shell is None
+    shell = shell_for(cluster) if shell is None else shell
+    try:
+        # a clear error when sbatch is missing or the SSH tunnel is down, before anything is written
+        res = shell(["sbatch", "--version"])
+        if res.rc != 0:
+            raise SchedulerError(f"sbatch --version failed on the cluster: {(res.err or res.out).strip()}")
+        with nemorun_home(state_dir) as home:
+            run = nemo_run()
+            ref = ship_ref(state)
 
-    with nemorun_home(state_dir) as home:
-        run = nemo_run()
+            def packager_for(files: Any) -> Any:
+                return code_packager(state, ref=ref, allow_dirty=allow_dirty, extra_files=files)
 
-        ref = ship_ref(state)
-
-        def packager_for(files: Any) -> Any:
-            return code_packager(state, ref=ref, allow_dirty=allow_dirty, extra_files=files)
-
-        batch = build(run, home, packager_for, env, label)
-        for task in batch.tasks:
-            task.executor.env_vars.update(quoted_env(written_secrets))
-        submitted = utc_now()
-        with in_dir(state.root), environ(env.secrets if not written_secrets else {}), no_stdin():
+            batch = build(run, home, packager_for)
+            for task in batch.tasks:
+                task.executor.env_vars.update(quoted_env(written_secrets))
+            submitted = utc_now()
             exp = run.Experiment(batch.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                  enable_goodbye_message=False, skip_status_at_exit=True)
-            with exp:
-                for task in batch.tasks:
-                    exp.add(task.script, executor=task.executor, name=task.name)
-                try:
-                    exp.run(detach=True)
-                except (LaunchError, KeyboardInterrupt):
-                    _cancel_launched(exp, shell)
-                    raise
-                except (Exception, SystemExit) as exc:  # NeMo-Run's SSH tunnel sys.exit()s on failed auth
-                    cancelled = _cancel_launched(exp, shell)
-                    note = f" (cancelled again: jobs {', '.join(cancelled)})" if cancelled else ""
-                    raise SchedulerError(
-                        f"submitting batch {batch.exp_id} to cluster {cl.get(cluster, 'name')!r} failed: "
-                        f"{_scheduler_message(exc)}{note}"
-                    ) from exc
-        # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
-        # Experiment.from_id (maybe_load_external_main); our tasks are scripts and need neither.
-        (batch.exp_dir / "__main__.py").unlink(missing_ok=True)
-        handles = {job.id: job_id_of(job.handle) for job in exp.jobs if job.handle}
+            try:
+                _run_detached(exp, batch, cluster, shell, env.secrets if not written_secrets else {}, state.root)
+            finally:
+                _close_tunnels(run, exp, batch)
+            # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
+            # Experiment.from_id (maybe_load_external_main); our tasks are scripts and need neither.
+            (batch.exp_dir / "__main__.py").unlink(missing_ok=True)
+            handles = {job.id: job_id_of(job.handle) for job in exp.jobs if job.handle}
+    finally:
+        if own:
+            close_shell(shell)
     missing = [t.name for t in batch.tasks if t.name not in handles]
     if missing:
         raise SchedulerError(f"NeMo-Run returned no Slurm job for {', '.join(missing)} in {batch.exp_id}")
     return batch, submitted, handles
+
+
+def _run_detached(exp: Any, batch: Batch, cluster: ClusterConfig, shell: Shell, secrets: dict[str, str], root: Path) -> None:
+    """Submit ``batch``'s tasks as ``exp``, detached, from the checkout ``root`` with ``secrets`` in the environment
+    sbatch exports; a failure cancels the jobs already queued.
+
+    Raises:
+        SchedulerError: sbatch refused a job or the transport failed (Slurm's message, the jobs cancelled again).
+    """
+    with in_dir(root), environ(secrets), no_stdin(), exp:
+        for task in batch.tasks:
+            exp.add(task.script, executor=task.executor, name=task.name)
+        try:
+            exp.run(detach=True)
+        except (LaunchError, KeyboardInterrupt):
+            _cancel_launched(exp, shell)
+            raise
+        except (Exception, SystemExit) as exc:  # NeMo-Run's SSH tunnel sys.exit()s on failed auth
+            cancelled = _cancel_launched(exp, shell)
+            note = f" (cancelled again: jobs {', '.join(cancelled)})" if cancelled else ""
+            raise SchedulerError(
+                f"submitting batch {batch.exp_id} to cluster {cluster.name!r} failed: "
+                f"{_scheduler_message(exc)}{note}"
+            ) from exc
+
+
+def _close_tunnels(run: Any, exp: Any, batch: Batch) -> None:
+    """Close the SSH connections the submission opened: the experiment's tunnels (NeMo-Run keeps one per cluster
+    and leaves it open when the experiment is left detached) and the tasks' executors' own. A ``LocalTunnel`` holds
+    no connection and is left as it is."""
+    tunnels = [*exp.tunnels.values(), *(task.executor.tunnel for task in batch.tasks)]
+    for tunnel in {id(t): t for t in tunnels}.values():
+        if isinstance(tunnel, run.SSHTunnel):
+            tunnel.cleanup()
 
 
 def _cancel_launched(exp: Any, shell: Shell) -> list[str]:

@@ -14,7 +14,8 @@ from contracts.manifest import Manifest
 from contracts.secrets import MASK
 from contracts.statuses import Mode
 from contracts.sweepdir import SweepDir
-from launchers.backend import Backend, LocalBackend, SlurmBackend
+from launchers.backend import Backend, LocalBackend
+from launchers.slurm_backend import SlurmBackend
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,7 +77,8 @@ def make_backend(sd: SweepDir, m: Manifest, cluster: dict[str, Any] | None = Non
     if profile.is_local:
         backend = LocalBackend(sd.root, profile, _local_gpus(sd, m), m.name, hold)
         if m.mode == "validate" and not hold:
-            # no GPU is used: the runs of a launch share one validate process (imports once, not per run)
+            # no GPU is used: the runs of a launch share one validate process (torch and Megatron-Core, about 4 s
+            # of imports, once per sweep instead of once per run)
             backend.batch_validate, backend.max_concurrent = True, None
     else:
         backend = SlurmBackend(sd.root, profile, title=m.name, repo=REPO, allow_dirty=bool(m.allow_dirty),

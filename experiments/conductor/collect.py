@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.atomic import write_bytes, write_text
+from contracts.cluster import ClusterConfig
 from contracts.manifest import Manifest
 from contracts.records import RunRef
 from contracts.secrets import mask_bytes
@@ -24,7 +25,7 @@ def secret_values(m: Manifest) -> list[str]:
     ``allow_ssh_secrets=true`` they are written into the job script, whose trace is in the sbatch log."""
     from contracts.secrets import MASK
 
-    return [v for v in cluster_env(m.cluster_config).secret_values() if v != MASK]
+    return [v for v in cluster_env(ClusterConfig.from_json(m.cluster_config)).secret_values() if v != MASK]
 
 
 def log_name(src: Path, ref: RunRef) -> str:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from analysis.api import Summary
-from contracts.manifest import Manifest, VariantEntry
+from contracts.manifest import Manifest, ManifestWriter, VariantEntry
 from contracts.statuses import GOOD_OUTCOMES, ManifestStatus, StageStatus, Verdict
-from contracts.sweepdir import SweepDir
 
 
 def gate_reason(peer: VariantEntry | None, summary: Summary) -> str | None:
@@ -38,9 +37,9 @@ def gate_reason(peer: VariantEntry | None, summary: Summary) -> str | None:
     return None
 
 
-def open_gates(sd: SweepDir, summary: Summary) -> bool:
-    """Open gated variants whose gate passed (-> planned), close the rest (-> skipped), in one manifest write.
-    Returns True if any opened."""
+def open_gates(writer: ManifestWriter, summary: Summary) -> bool:
+    """Open gated variants whose gate passed (-> planned), close the rest (-> skipped), in one manifest write
+    through the sweep's ``writer`` (none when no variant is gated). Returns True if any opened."""
 
     def change(m: Manifest) -> bool:
         gated = [v for v in m.variants if v.status == ManifestStatus.GATED]
@@ -63,6 +62,6 @@ def open_gates(sd: SweepDir, summary: Summary) -> bool:
                 s.status = StageStatus.OPEN if opened else StageStatus.CLOSED
         return opened
 
-    if not any(v.status == ManifestStatus.GATED for v in Manifest.load(sd).variants):
+    if not any(v.status == ManifestStatus.GATED for v in writer.m.variants):
         return False
-    return Manifest.update(sd, change)[1]
+    return writer.change(change)

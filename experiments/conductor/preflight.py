@@ -18,8 +18,7 @@ from launchers.spec import JobCommand
 
 def container_preflight(sw) -> None:
     """Run the validate job of every planned or gated variant and prune those the real libraries reject."""
-    sd = sw.sd
-    m = Manifest.load(sd)
+    sd, m = sw.sd, sw.m
     names = [v.name for v in m.variants if v.status in (ManifestStatus.PLANNED, ManifestStatus.GATED)]
     if not names:
         return
@@ -55,5 +54,5 @@ def container_preflight(sw) -> None:
             mm.variant(n).set_status(ManifestStatus.PRUNED, f"[container_preflight] {msg}")
 
     if pruned:
-        Manifest.update(sd, change)
+        sw.writer.change(change)
         print(f"container preflight pruned: {', '.join(pruned)}", file=sys.stderr)

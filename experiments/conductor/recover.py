@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from contracts.manifest import Manifest, now_iso
+from contracts.manifest import now_iso
 from contracts.records import RunRef
 from contracts.statuses import ManifestStatus
 from experiments.conductor.collect import write_script
@@ -48,10 +48,12 @@ class Outage:
         return polled
 
 
-def adopt_unrecorded(sw: Any, rnd: Any, m: Manifest, refs: list[RunRef]) -> list[RunRef]:
-    """Attempts marked ``submitting`` (sbatch may have run) whose job id the manifest lacks: the launcher looks
-    their jobs up by name (:meth:`launchers.backend.SlurmBackend.find_submitted`); found ones are recorded as
-    submitted and tracked, never submitted twice. Returns the adopted refs."""
+def adopt_unrecorded(sw: Any, refs: list[RunRef]) -> list[RunRef]:
+    """Attempts of ``refs`` marked ``submitting`` (sbatch may have run) whose job id the sweep's manifest
+    (``sw.m``, an :class:`experiments.conductor.tracking.Sweep`) lacks: the launcher looks their jobs up by name
+    (:meth:`launchers.slurm_backend.SlurmBackend.find_submitted`); found ones are recorded as submitted (one
+    manifest write) and tracked, never submitted twice. Returns the adopted refs."""
+    m = sw.m
     orphans = [r for r in refs if m.attempt(r).get("submitting") and not m.attempt(r).job_id]
     if not orphans:
         return []
@@ -60,13 +62,13 @@ def adopt_unrecorded(sw: Any, rnd: Any, m: Manifest, refs: list[RunRef]) -> list
         h = found.get(r.task)
         if h is None:
             continue
-        rnd.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), submitting=None, **h.record())
+        sw.writer.set(r, status=ManifestStatus.SUBMITTED, submitted=now_iso(), submitting=None, **h.record())
         write_script(sw.sd, r, h.script)
         sw.views[r.task].state, sw.views[r.task].job_id = "submitted", h.job_id
         sw.started[r.task] = time.monotonic()
         print(f"note: {r.task}: job {h.job_id} was submitted before the last run stopped; adopted, not resubmitted",
               file=sys.stderr)
-    rnd.commit(sw.sd)
+    sw.writer.commit()
     return [r for r in orphans if r.task in found]
 
 

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from experiments.sweep import main
+from tests.e2e.leftovers import Leftovers, warm_libraries
 
 
 def _manifest(d: Path) -> dict:
@@ -39,8 +40,8 @@ def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
         assert eff["checks"]["verdict"] == "pass" and eff["versions"]["megatron_core"].startswith("0.19")
         assert list((adir / "logs").iterdir()) and (adir / "job.sh").read_text().startswith("#!/bin/bash")
     assert v["a2a.ovl1.dw1"]["attempts"][0]["submitted"] >= v["a2a.ovl1.dw0"]["attempts"][0]["finished"]
-    # one validate process for the whole sweep (issue 17): the gated stage was handed to the stage-1 process,
-    # which the conductor ended once everything had been launched
+    # one validate process for the whole sweep (the libraries are imported once): the gated stage was handed to the
+    # stage-1 process, which the conductor ended once everything had been launched
     (batch,) = (out / "nemo_run" / "validate").iterdir()
     assert len({v[n]["attempts"][0]["job_id"] for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0", "a2a.ovl1.dw1")}) == 1
     assert (batch / "more-1.json").exists() and (batch / "done").exists() and not (batch / "closed").exists()
@@ -55,7 +56,8 @@ def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
 
 
 def _check_secret_mode_and_report(out: Path, token: str) -> None:
-    """Issue 13 items 4, 8, 11 on the real default sweep."""
+    """On the real default sweep: a secret reaches the job but no file, the files have the umask's mode, and the
+    report shows the mode, the gates and the plan's warnings once."""
     import os
 
     eff = json.loads((out / "variants" / "a2a.ovl0.dw0" / "attempt-1" / "effective_config.json").read_text())
@@ -75,6 +77,21 @@ def _check_secret_mode_and_report(out: Path, token: str) -> None:
     assert "## Plan warnings" in md and "cluster=local found no GPU" in md
     notes = [line for line in md.splitlines() if line.startswith("Note: ")]
     assert len(notes) == len(set(notes))  # a note shared by every run is shown once, not per run
+
+
+def test_no_thread_is_left_after_an_in_process_sweep(tmp_path):
+    """The default main job, in this process: once main() returns, neither a torchx log-copy thread of its local
+    jobs (torchx ends it when asked the final status of the finished job) nor any other thread it started runs."""
+    warm_libraries()
+    left = Leftovers()
+    assert main([f"output_dir={tmp_path / 'sweep'}", "poll_s=0.5"]) == 0
+    assert left.python() == []
+    assert left.os() == {}
+    m = _manifest(tmp_path / "sweep")
+    assert {a["status"] for v in m["variants"] for a in v["attempts"]} == {"succeeded"}
+    # every experiment was left (NeMo-Run's _DONE) after torchx closed its job's log files (its SUCCESS file)
+    exps = list((tmp_path / "sweep" / "nemo_run" / "experiments").glob("*/*/_CONFIG"))
+    assert exps and all((e.parent / "_DONE").is_file() and list(e.parent.rglob("SUCCESS")) for e in exps)
 
 
 def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_attempts(tmp_path):
@@ -104,7 +121,7 @@ def test_status_and_unknown_sweep_id(tmp_path, capsys):
 
 
 def test_blocks_and_control_arm_on_the_local_executor(tmp_path):
-    """Issue 15 for real on NeMo-Run's LocalExecutor (validate mode): 2 blocks of 3 arms, the control copy of the
+    """Interleaved blocks for real on NeMo-Run's LocalExecutor (validate mode): 2 blocks of 3 arms, the control copy of the
     baseline in each, executed one at a time in the recorded order; the report lists the blocks."""
     out = tmp_path / "sweep"
     rc = main([f"output_dir={out}", "poll_s=0.5", "sweep=full", "dispatcher=alltoall", "overlap=on,off",
@@ -115,7 +132,7 @@ def test_blocks_and_control_arm_on_the_local_executor(tmp_path):
     assert all(set(b["order"]) == {"a2a.ovl0.dw0", "a2a.ovl0.dw0.ctl", "a2a.ovl1.dw0"} for b in m["blocks"])
     v = {x["name"]: x for x in m["variants"]}
     assert v["a2a.ovl0.dw0.ctl"]["role"] == "control"
-    # validate mode checks the runs in one process (issue 17), in the recorded order: one job for all of them
+    # validate mode checks the runs in one process, in the recorded order: one job for all of them
     att = {(x["name"], a["repeat"]): a for x in m["variants"] for a in x["attempts"]}
     assert set(att) == {(r["variant"], r["repeat"]) for r in m["runs"]}
     assert len({a["job_id"] for a in att.values()}) == 1

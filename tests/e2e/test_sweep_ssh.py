@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from experiments.sweep import main
+from tests.e2e.leftovers import Leftovers, warm_libraries
 from tests.launchers.conftest import IN_CI, REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
@@ -107,6 +108,39 @@ def test_sweep_through_ssh_tunnel_validates_and_fetches_logs_back(tmp_path, lapt
     runs = json.loads((out / "report" / "summary.json").read_text())["runs"]
     assert [(r["variant"], r["status"]) for r in runs] == [(VARIANT, "validated")]
     assert "#SBATCH --partition=debug" in (adir / "job.sh").read_text()
+
+
+def test_no_ssh_connection_or_thread_is_left_after_the_sweep(tmp_path, laptop):
+    """Once main() returns, no paramiko transport of an SSH connection (the conductor's squeue/sacct tunnel, each
+    submission's own) and no other thread the sweep started still runs, and sshd holds no session of it."""
+    warm_libraries()
+    left = Leftovers()
+    assert main(_args(tmp_path / "s", laptop)) == 0
+    assert _attempt(tmp_path / "s")["status"] == "succeeded"
+    assert left.python() == []
+    assert left.os() == {}
+    assert not [s for s in _sockets() if s[1] == PORT], "a TCP connection to the SSH server is still open"
+
+
+def _sockets() -> list[tuple[str, int]]:
+    """(remote address, remote port) of this process's established TCP connections (``/proc/net/tcp`` rows whose
+    inode is one of this process's socket descriptors)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            cols = row.split()
+            if cols[3] == "01" and cols[9] in inodes:  # 01: ESTABLISHED
+                host, port = cols[2].split(":")
+                out.append((host, int(port, 16)))
+    return out
 
 
 def test_missing_key_file_is_named_and_nothing_is_submitted(tmp_path, laptop, capsys):

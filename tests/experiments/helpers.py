@@ -38,3 +38,23 @@ def ctx(dispatcher: str = "alltoall", overlap: bool = True, delay_wgrad: bool = 
                        overlap=overlap, delay_wgrad=delay_wgrad, torch=parse_version(torch), te=parse_version(te),
                        core=parse_version(core), deep_ep=parse_version(deep_ep), gpu_type=gpu, world_size=world,
                        nodes=nodes, env=env if env is not None else {"CUDA_DEVICE_MAX_CONNECTIONS": "32"})
+
+
+class UnscriptedBackend:
+    """The :class:`launchers.backend.Backend` methods a scripted test backend leaves as they are: it sleeps between
+    polls and holds nothing to release or close."""
+
+    def wait(self, timeout_s: float) -> bool:
+        import time
+
+        time.sleep(max(0.0, timeout_s))
+        return False
+
+    def finish(self) -> None:
+        pass
+
+    def disconnect(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -1,4 +1,4 @@
-"""Interleaved blocks, the control arm and the adaptive design in the planner and the conductor (issue 15).
+"""Interleaved blocks, the control arm and the adaptive design in the planner and the conductor.
 
 The end-to-end test drives a whole ``repeats=auto control=true`` sweep through the real conductor
 (``experiments.conductor.drive.drive``), the real analysis and report, with a scripted backend (a unit-test double:
@@ -24,6 +24,7 @@ from experiments.conductor import drive as drive_mod
 from experiments.conductor.drive import runs_to_submit
 from experiments.plan import make_plan, write_plan
 from tests.analysis.synth import iteration_line
+from tests.experiments.helpers import UnscriptedBackend
 
 ARMS = ["action=plan", "sweep=full", "dispatcher=alltoall", "overlap=on,off", "delay_wgrad=off"]
 
@@ -77,10 +78,10 @@ def test_resume_keeps_the_recorded_order(tmp_path):
             m.variant(n).new_attempt(r).set(status="succeeded")
         m.variant(m.runs[4][0]).attempts[-1].set(status="failed", force=True)
 
-    Manifest.update(sd, done)
-    todo = runs_to_submit(sd)
+    ran = Manifest.update(sd, done)[0]
+    todo = runs_to_submit(sd, ran)
     assert todo == [m.runs[4], *m.runs[5:]]
-    assert runs_to_submit(sd, new_only=True) == list(m.runs[5:])
+    assert runs_to_submit(sd, ran, new_only=True) == list(m.runs[5:])
 
 
 def _comparison(variant, wants_more, control=False):
@@ -122,7 +123,7 @@ def test_a_gate_that_opens_gets_blocks_with_its_baseline_and_control(tmp_path):
 
 # -- the whole adaptive sweep through the conductor, with a scripted backend -------------------------------------
 @dataclass
-class DriftingBackend:
+class DriftingBackend(UnscriptedBackend):
     """Every job succeeds at once; its log's step times follow a drifting machine (the position in time) and the
     arm's true speedup. The control and the baseline are the same job."""
 
@@ -192,8 +193,8 @@ def test_each_block_is_one_launch_so_pack_puts_a_block_in_one_allocation(tmp_pat
     """On a backend without a concurrency limit (Slurm) every planned block is submitted at once, in block order,
     one ``launch`` call per block: with pack=true that call is one allocation (launchers/pack.py)."""
     from analysis.options import Options
-    from experiments.conductor.drive import Sweep, track
     from experiments.conductor.progress import Display
+    from experiments.conductor.tracking import Sweep, track
 
     p = plan(tmp_path, "mode=train", "repeats=3", "control=true")
     sd = SweepDir(write_plan(p, [], render=False))
@@ -203,7 +204,7 @@ def test_each_block_is_one_launch_so_pack_puts_a_block_in_one_allocation(tmp_pat
     monkeypatch.setattr(backend, "launch", lambda refs, mode, stage: calls.append([r.run_key for r in refs])
                         or real(refs, mode, stage))
     track(Sweep(sd, backend, SimpleNamespace(poll_s=0.01, hang_min_s=600, hang_action="cancel"), Options(),
-                Display("t"), "train", []), runs_to_submit(sd))
+                Display("t"), "train", []), runs_to_submit(sd, Manifest.load(sd)))
     assert calls == [[(n, b["index"]) for n in b["order"]] for b in p.blocks]
 
 

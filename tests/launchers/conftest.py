@@ -7,18 +7,27 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+
+from contracts.cluster import ClusterConfig
 
 REPO = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 SECRET_NAMES = ("WANDB_API_KEY", "HF_TOKEN")
 
 
-def profile(name: str) -> dict:
-    """A cluster profile from conf/cluster/<name>.yaml as a plain mapping (what ClusterConfig carries)."""
-    return yaml.safe_load((REPO / "conf" / "cluster" / f"{name}.yaml").read_text())
+def profile(name: str, **changes: Any) -> ClusterConfig:
+    """The typed cluster profile of conf/cluster/<name>.yaml with ``changes`` to its fields (a ``tunnel`` mapping
+    changes those fields of the profile's tunnel), checked as the planner checks it."""
+    data = yaml.safe_load((REPO / "conf" / "cluster" / f"{name}.yaml").read_text())
+    tunnel = changes.pop("tunnel", None)
+    data.update(changes)
+    if tunnel is not None:
+        data["tunnel"] = {**data["tunnel"], **tunnel} if isinstance(tunnel, dict) else tunnel
+    return ClusterConfig.from_mapping(data)
 
 
 @pytest.fixture

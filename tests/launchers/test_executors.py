@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from launchers.cluster import slurm_time, time_limit_s
+from contracts.cluster import ClusterConfig
+from contracts.errors import ConfigError
+from contracts.slurm import format_time_limit
 from launchers.envvars import job_env
 from launchers.errors import LaunchConfigError
 from launchers.home import nemo_run
@@ -21,13 +23,12 @@ def run():
     return nemo_run()
 
 
-def _executor(run, prof: dict, tmp_path: Path, **kw):
-    return slurm_executor(run, prof, home=tmp_path / "home", env=job_env(prof.get("env_vars"), []), **kw)
+def _executor(run, prof: ClusterConfig, tmp_path: Path, **kw):
+    return slurm_executor(run, prof, home=tmp_path / "home", env=job_env(prof.env_vars, []), **kw)
 
 
 def test_all_profile_fields_reach_the_executor(run, tmp_path: Path) -> None:
-    prof = profile("h100_slurm") | {"qos": "high", "reservation": "resv1", "constraint": "h100&ib",
-                                    "exclude": "node[01-02]"}
+    prof = profile("h100_slurm", qos="high", reservation="resv1", constraint="h100&ib", exclude="node[01-02]")
     ex = _executor(run, prof, tmp_path)
     assert (ex.account, ex.partition, ex.qos, ex.constraint, ex.exclude) == \
         ("my_account", "batch", "high", "h100&ib", "node[01-02]")
@@ -53,18 +54,36 @@ def test_overrides_for_a_one_node_preflight(run, tmp_path: Path) -> None:
 @pytest.mark.parametrize("field,value,match", [
     ("account", None, "cluster.account is required"),
     ("gpus_per_node", "auto", "'auto' is only for cluster=local"),
-    ("time_limit", "45 minutes", "not a Slurm time limit"),
     ("executor", "local", "needs executor: slurm"),
 ])
 def test_bad_profile_fields_name_the_field(run, tmp_path: Path, field: str, value, match: str) -> None:
-    prof = profile("local_slurm") | {field: value}
     with pytest.raises(LaunchConfigError, match=match):
-        _executor(run, prof, tmp_path)
+        _executor(run, profile("local_slurm", **{field: value}), tmp_path)
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"time_limit": "45 minutes"}, "not a Slurm time limit"),
+    ({"acount": "me"}, "unknown key cluster.acount. Did you mean 'account'.*Valid keys of cluster: account, "),
+    ({"nodes": "2"}, r"cluster.nodes='2' has the wrong type: expected int"),
+    ({"tunnel": {"hots": "x"}}, "unknown key cluster.tunnel.hots.*Valid keys of cluster.tunnel: host, identity"),
+    ({"tunnel": "ssh"}, "cluster.tunnel='ssh' must be a mapping with the keys kind, host, port"),
+])
+def test_a_profile_from_a_mapping_names_bad_fields_and_the_valid_ones(change: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        profile("local_slurm", **change)
+
+
+def test_a_profile_from_a_mapping_is_the_typed_profile() -> None:
+    prof = profile("gb200_slurm")
+    assert isinstance(prof, ClusterConfig) and prof.remote and prof.tunnel.host == "login.example.com"
+    assert isinstance(prof.container_mounts, tuple) and all(isinstance(v, str) for v in prof.env_vars.values())
+    assert ClusterConfig.from_mapping(prof.to_json()) == prof  # the manifest's mapping rebuilds the same profile
+    with pytest.raises(ConfigError, match="cluster must be a mapping of the fields of conf/cluster"):
+        ClusterConfig.from_mapping(["name", "x"])  # type: ignore[arg-type]
 
 
 def test_ssh_tunnel_needs_an_existing_key_file(run, tmp_path: Path) -> None:
-    prof = profile("gb200_slurm")
-    prof["tunnel"] = {**prof["tunnel"], "identity": str(tmp_path / "missing_key")}
+    prof = profile("gb200_slurm", tunnel={"identity": str(tmp_path / "missing_key")})
     with pytest.raises(LaunchConfigError, match=f"SSH key file {tmp_path / 'missing_key'} .*does not exist"):
         make_tunnel(run, prof, tmp_path)
     (tmp_path / "missing_key").write_text("k")
@@ -75,8 +94,8 @@ def test_ssh_tunnel_needs_an_existing_key_file(run, tmp_path: Path) -> None:
 
 def test_ssh_without_container_refuses_a_nemo_run_job_dir(run, tmp_path: Path) -> None:
     (tmp_path / "k").write_text("k")
-    prof = profile("gb200_slurm") | {"container_image": None}
-    prof["tunnel"] = {**prof["tunnel"], "identity": str(tmp_path / "k"), "job_dir": "/lustre/me/nemo_run"}
+    prof = profile("gb200_slurm", container_image=None,
+                   tunnel={"identity": str(tmp_path / "k"), "job_dir": "/lustre/me/nemo_run"})
     with pytest.raises(LaunchConfigError, match="contains '/nemo_run'"):
         make_tunnel(run, prof, tmp_path)
 
@@ -95,20 +114,20 @@ def test_pyxis_image_references(ref: str, expected: str) -> None:
 
 
 def test_time_limits_and_signal() -> None:
-    assert time_limit_s({"time_limit": "01:00"}) == 60
-    assert time_limit_s({"time_limit": "1-02:03:04"}) == 93784
-    assert slurm_time(93784) == "1-02:03:04" and slurm_time(60) == "00:01:00"
+    assert profile("local_slurm", time_limit="01:00").time_limit_s == 60
+    assert profile("local_slurm", time_limit="1-02:03:04").time_limit_s == 93784
+    assert format_time_limit(93784) == "1-02:03:04" and format_time_limit(60) == "00:01:00"
     assert signal_spec(600) == "TERM@60" and signal_spec(599) is None
-    with pytest.raises(LaunchConfigError, match="longer than zero"):
-        time_limit_s({"time_limit": "00:00:00"})
+    with pytest.raises(ConfigError, match="longer than zero"):
+        profile("local_slurm", time_limit="00:00:00")
 
 
 def test_local_executor_torchrun_over_gpus_or_one_process(run) -> None:
     env = job_env({"A": "a b"}, [])
-    ex = local_executor(run, profile("local"), env=env, gpus=2)
+    ex = local_executor(run, env=env, gpus=2)
     assert ex.ntasks_per_node == 2 and type(ex.launcher).__name__ == "Torchrun"
     assert ex.env_vars["A"] == "a b"  # no shell in between: not quoted
-    cpu = local_executor(run, profile("local"), env=env, gpus=0)
+    cpu = local_executor(run, env=env, gpus=0)
     assert cpu.ntasks_per_node == 1 and cpu.launcher is None
 
 
@@ -116,5 +135,5 @@ def test_local_gpu_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("launchers.local.detect_gpus", lambda: 0)
     assert local_gpus(profile("local")) == 0
     with pytest.raises(LaunchConfigError, match="gpus_per_node=4 but this machine has 0"):
-        local_gpus(profile("local") | {"gpus_per_node": 4})
+        local_gpus(profile("local", gpus_per_node=4))
     assert local_gpus(profile("local"), gpus=3) == 3

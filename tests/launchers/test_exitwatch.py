@@ -43,3 +43,23 @@ def test_a_process_that_is_gone_is_not_watched_and_an_empty_watch_sleeps():
     t0 = time.monotonic()
     assert watch.wait(0.05) is False
     assert time.monotonic() - t0 >= 0.04
+
+
+def test_wait_exit_waits_for_every_process_of_a_key_and_times_out_on_a_live_one():
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+    slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        watch = ExitWatch()
+        assert watch.add("quick", {quick.pid}) == 1 and watch.add("slow", {slow.pid}) == 1
+        t0 = time.monotonic()
+        assert watch.wait_exit("quick", 30.0) is True  # back at the exit, not after 30 s
+        assert time.monotonic() - t0 < 25.0 and quick.poll() is not None
+        t0 = time.monotonic()
+        assert watch.wait_exit("slow", 0.2) is False  # still running: the timeout decides
+        assert 0.15 <= time.monotonic() - t0 < 10.0
+        assert watch.wait_exit("never-added", 5.0) is True  # nothing to wait for
+        watch.close()
+    finally:
+        for proc in (quick, slow):
+            proc.kill()
+            proc.wait()

@@ -19,22 +19,23 @@ SECRET = "local-planted-secret-9"
 
 
 def _cluster(**env: str) -> ClusterConfig:
-    raw = dict(profile("local"))
-    raw["env_vars"] = {**(raw.get("env_vars") or {}), **env}
-    return ClusterConfig.from_json(raw)
+    return profile("local", env_vars={**profile("local").env_vars, **env})
 
 
 def _run(tmp_path: Path, cluster: ClusterConfig, item: JobCommand, gpus: int) -> tuple[str, str]:
     backend = LocalBackend(tmp_path / "sweep", cluster, gpus, "t")
     ref = RunRef(item.name, 0, 1)
-    backend.submit_item(ref.task, item, "s1", gpus)
-    deadline = time.monotonic() + 120
-    while True:
-        st = backend.poll([ref])[ref.task]
-        if st.final or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    text = "".join(p.read_text() for p in backend.log_files(ref) if p.exists())
+    try:
+        backend.submit_item(ref.task, item, "s1", gpus)
+        deadline = time.monotonic() + 120
+        while True:
+            st = backend.poll([ref])[ref.task]
+            if st.final or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        text = "".join(p.read_text() for p in backend.log_files(ref) if p.exists())
+    finally:
+        backend.close()
     return str(st.status), text
 
 

@@ -18,9 +18,7 @@ ENV = {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "TAG": "a b"}
 
 
 def _script(sweep: Path, name: str = "local_slurm", **over) -> str:
-    prof = profile(name)
-    prof["env_vars"] = {**prof["env_vars"], **ENV}
-    prof.update(over)
+    prof = profile(name, env_vars={**profile(name).env_vars, **ENV}, **over)
     spec = RunSpec(variant="a2a.ovl1.dw0", variant_json=sweep / "variants" / "a2a.ovl1.dw0" / "variant.json")
     return render_job_script(prof, spec, state_dir=sweep / "nemo_run", label="s1", python="python",
                              srun_args=["--comment=two words"])

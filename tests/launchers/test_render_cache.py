@@ -4,11 +4,13 @@ sweep folder byte for byte as NeMo-Run's dry run renders it there, without a dry
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import launchers.render as render
+from contracts.cluster import ClusterConfig
 from launchers.render import JobScripts, render_job_script
 from launchers.spec import RunSpec
 from launchers.templates import CACHE_ENV, ROOT_TOKEN, _sub, cache_dir
@@ -22,7 +24,7 @@ def _spec(sweep: Path, name: str = "a2a.ovl1.dw0", **kw) -> RunSpec:
     return RunSpec(variant=name, variant_json=path, **{"attempt": 1, "mode": "validate", **kw})
 
 
-def _fast(cluster: dict, spec: RunSpec, sweep: Path, counter: list, monkeypatch, **kwargs) -> str:
+def _fast(cluster: ClusterConfig, spec: RunSpec, sweep: Path, counter: list, monkeypatch, **kwargs) -> str:
     real = render_job_script
     monkeypatch.setattr(render, "render_job_script", lambda *a, **k: counter.append(1) or real(*a, **k))
     try:
@@ -55,15 +57,15 @@ def test_every_other_input_is_a_miss(tmp_path, monkeypatch, no_host_secrets) -> 
     _fast(cluster, _spec(sweep), sweep, calls, monkeypatch, label="s1")
     assert len(calls) == 1
     _fast(cluster, _spec(sweep), sweep, calls, monkeypatch, label="s2")  # another batch label
-    _fast({**cluster, "partition": "other"}, _spec(sweep), sweep, calls, monkeypatch, label="s1")
-    _fast({**cluster, "env_vars": {**cluster.get("env_vars", {}), "X": "1"}}, _spec(sweep), sweep, calls, monkeypatch,
+    _fast(replace(cluster, partition="other"), _spec(sweep), sweep, calls, monkeypatch, label="s1")
+    _fast(replace(cluster, env_vars={**cluster.env_vars, "X": "1"}), _spec(sweep), sweep, calls, monkeypatch,
           label="s1")
     _fast(cluster, _spec(sweep, attempt=2), sweep, calls, monkeypatch, label="s1")
     _fast(cluster, _spec(sweep, mode="train", hold_s=5.0), sweep, calls, monkeypatch, label="s1")
     monkeypatch.setenv("HF_TOKEN", "hf_x")  # a secret this shell passes through changes the job's environment
-    _fast({**cluster, "secret_env": ["HF_TOKEN"]}, _spec(sweep), sweep, calls, monkeypatch, label="s1")
+    _fast(replace(cluster, secret_env=("HF_TOKEN",)), _spec(sweep), sweep, calls, monkeypatch, label="s1")
     monkeypatch.delenv("HF_TOKEN")
-    _fast({**cluster, "secret_env": ["HF_TOKEN"]}, _spec(sweep), sweep, calls, monkeypatch, label="s1")
+    _fast(replace(cluster, secret_env=("HF_TOKEN",)), _spec(sweep), sweep, calls, monkeypatch, label="s1")
     assert len(calls) == 8
     assert not any("hf_x" in p.read_text() for p in cache_dir().glob("*.sh"))
 

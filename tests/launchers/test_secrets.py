@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from launchers.batch import BatchRequest
 from launchers.envvars import MASK, is_secret, job_env, mask_text
 from launchers.errors import LaunchConfigError
 from launchers.render import render_job_script
@@ -39,9 +40,7 @@ def test_job_env_splits_and_masks() -> None:
 def test_planted_secrets_are_not_in_rendered_scripts(name: str, sweep: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", PLANTED + "-env")
-    prof = profile(name)
-    prof["env_vars"] = {**prof["env_vars"], "WANDB_API_KEY": PLANTED}
-    prof["secret_env"] = ["HF_TOKEN"]
+    prof = profile(name, env_vars={**profile(name).env_vars, "WANDB_API_KEY": PLANTED}, secret_env=["HF_TOKEN"])
     spec = RunSpec(variant="a2a.ovl1.dw0", variant_json=sweep / "variants" / "a2a.ovl1.dw0" / "variant.json")
     text = render_job_script(prof, spec, state_dir=sweep / "nemo_run", label="s1", **({"gpus": 0} if name ==
                                                                                         "local" else {}))
@@ -55,10 +54,10 @@ def test_ssh_tunnel_refuses_secrets_without_opt_in(sweep: Path, code_repo: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     key = tmp_path / "id_test"
     key.write_text("not a real key")
-    prof = profile("gb200_slurm")
-    prof["tunnel"] = {**prof["tunnel"], "identity": str(key)}
-    prof["env_vars"] = {**prof["env_vars"], "WANDB_API_KEY": PLANTED}
+    prof = profile("gb200_slurm", tunnel={"identity": str(key)},
+                   env_vars={**profile("gb200_slurm").env_vars, "WANDB_API_KEY": PLANTED})
     spec = RunSpec(variant="a2a.ovl1.dw0", variant_json=sweep / "variants" / "a2a.ovl1.dw0" / "variant.json")
     with pytest.raises(LaunchConfigError, match="WANDB_API_KEY.*SSH tunnel.*allow_ssh_secrets"):
-        submit_slurm(prof, [spec], state_dir=sweep / "nemo_run", repo=code_repo, label="s1")
+        submit_slurm(BatchRequest(cluster=prof, items=[spec], label="s1"), state_dir=sweep / "nemo_run",
+                     repo=code_repo)
     assert not (sweep / "nemo_run").exists()  # refused before anything was written

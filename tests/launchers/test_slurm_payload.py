@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from launchers.batch import BatchRequest
 from launchers.spec import RunSpec
 from launchers.submit import submit_slurm
 from launchers.track import log_files, wait
@@ -30,7 +31,8 @@ def test_planned_variant_validates_on_slurm(tmp_path: Path) -> None:
     subprocess.run(["git", "clone", "-q", "--local", str(REPO), str(clone)], check=True)
     spec = RunSpec(variant=v.name, variant_json=sweep / "variants" / v.name / "variant.json", attempt=1,
                    mode="validate", hold_s=1)
-    [sub] = submit_slurm(plan.job(v.name).cluster, [spec], state_dir=sweep / "nemo_run", repo=clone, label="s1")
+    [sub] = submit_slurm(BatchRequest(cluster=plan.job(v.name).cluster, items=[spec], label="s1"),
+                         state_dir=sweep / "nemo_run", repo=clone)
     final = wait([sub.job_id], timeout_s=300, poll_s=1)[sub.job_id]
     assert (final.status, final.exit_code) == ("succeeded", 0), final
     rank_log = next(p for p in log_files(sub.job_dir, sub.job_id) if p.name.startswith("log-")).read_text()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from contracts.cluster import ClusterConfig
+from launchers.batch import BatchRequest
 from launchers.errors import SchedulerError
 from launchers.pack import cancel_packed_run, pack_states
 from launchers.render import render_slurm_batch
@@ -26,13 +28,14 @@ pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 PLANTED = "planted-slurm-secret-7f3a"
 
 
-def _profile(**over) -> dict:
-    return profile("local_slurm") | {"gpus_per_node": 1} | over
+def _profile(**over) -> ClusterConfig:
+    return profile("local_slurm", **{"gpus_per_node": 1, **over})
 
 
-def _submit(tmp: Path, repo: Path, *commands: JobCommand, label: str = "s1", **kw):
-    return submit_slurm(kw.pop("prof", _profile()), list(commands), state_dir=tmp / "sweep" / "nemo_run",
-                        repo=repo, label=label, **kw)
+def _submit(tmp: Path, repo: Path, *commands: JobCommand, label: str = "s1", prof: ClusterConfig | None = None,
+            **fields):
+    request = BatchRequest(cluster=prof or _profile(), items=commands, label=label, **fields)
+    return submit_slurm(request, state_dir=tmp / "sweep" / "nemo_run", repo=repo)
 
 
 def test_submit_one_job_and_see_it_finish_with_its_log(tmp_path: Path, code_repo: Path,
@@ -62,7 +65,8 @@ def test_submit_one_job_and_see_it_finish_with_its_log(tmp_path: Path, code_repo
             data = f.read_bytes()
             assert PLANTED.encode() not in data, f
     # the rendered script is the one that was submitted
-    rendered = render_slurm_batch(prof, [cmd], state_dir=sweep / "nemo_run", label="s1")["smoke"]
+    rendered = render_slurm_batch(BatchRequest(cluster=prof, items=[cmd], label="s1"),
+                                  state_dir=sweep / "nemo_run")["smoke"]
     assert rendered == sub.script
     assert submit_s < 30, f"submission took {submit_s:.1f} s"
 
@@ -138,8 +142,8 @@ def long_jobs(tmp_path_factory: pytest.TempPathFactory):
             JobCommand(name="stopme", argv=("sleep", "600")),
             JobCommand(name="ok2", argv=("echo", "fourth", "a b"))]
     t0 = time.time()
-    packed = submit_packed(_profile(), runs, state_dir=tmp / "packed" / "nemo_run", repo=repo, label="s1",
-                           run_time_s=60)
+    packed = submit_packed(BatchRequest(cluster=_profile(), items=runs, label="s1", run_time_s=60),
+                           state_dir=tmp / "packed" / "nemo_run", repo=repo)
     return limited, packed, time.time() - t0, time.time()
 
 

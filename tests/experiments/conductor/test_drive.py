@@ -16,15 +16,16 @@ from pathlib import Path
 from analysis.options import Options
 from contracts.jobs import JobHandle, JobState
 from contracts.sweepdir import SweepDir
-from experiments.conductor.drive import Sweep, track
 from experiments.conductor.progress import Display
+from experiments.conductor.tracking import Sweep, track
 from experiments.plan import make_plan, write_plan
+from tests.experiments.helpers import UnscriptedBackend
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass
-class ScriptedBackend:
+class ScriptedBackend(UnscriptedBackend):
     """Jobs that run forever (or vanish), with a log that stops at iteration 3."""
 
     log: Path
@@ -140,7 +141,7 @@ def test_ctrl_c_on_local_cancels_runs_and_exits_130(tmp_path):
     assert proc.returncode == 130, text[-2000:]
     a = json.loads((out / "manifest.json").read_text())["variants"][0]["attempts"][0]
     assert a["status"] == "cancelled" and "interrupted" in a["flags"]
-    # the final table is drawn after the cancel: its row of the run reads cancelled, not running (issue 13)
+    # the final table is drawn after the cancel: its row of the run reads cancelled, not running
     last_row = text[text.rindex("a2a.ovl0.dw0"):].splitlines()[0]
     assert "cancelled" in last_row and "running" not in last_row, text[-2000:]
     assert text.rstrip().endswith("exit code 130: " + __import__("contracts.exits").exits.meaning(130))
@@ -190,7 +191,7 @@ def test_each_poll_round_writes_the_manifest_once(tmp_path, monkeypatch):
 def test_local_polls_start_short_and_a_validate_batch_stays_under_its_cap():
     from types import SimpleNamespace
 
-    from experiments.conductor.drive import VALIDATE_POLL_CAP_S, poll_interval
+    from experiments.conductor.tracking import VALIDATE_POLL_CAP_S, poll_interval
 
     def sweep(local: bool, batch: bool, poll_s: float = 2.0):
         backend = SimpleNamespace(enforce_time_limit=local, batch_validate=batch)

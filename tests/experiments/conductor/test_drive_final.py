@@ -1,5 +1,5 @@
 """drive(): the analysis that finds nothing more to run is the final one (its report is not written twice), and
-the command's phase marks land in conductor.json (issue 16). A scripted backend; the analysis is the real one."""
+the command's phase marks land in conductor.json. A scripted backend; the analysis is the real one."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from experiments import timeline
 from experiments.conductor import analyse as analyse_mod
 from experiments.conductor import drive as drive_mod
 from experiments.plan import make_plan, write_plan
+from tests.experiments.helpers import UnscriptedBackend
 
 
 @dataclass
-class DoneBackend:
+class DoneBackend(UnscriptedBackend):
     """Every job ends (failed, exit 1) at its first poll."""
 
     max_concurrent: int | None = None
@@ -72,3 +73,37 @@ def test_one_analysis_at_the_end_and_a_conductor_record(tmp_path, monkeypatch, c
     assert session["action"] == "run" and session["runs"] == 1
     assert 0 <= session["pre_launch_s"] <= session["wall_s"]
     assert {"drive", "launching", "analysed"} <= set(session["marks"])
+
+
+def test_a_drive_reads_the_manifest_once_and_writes_it_only_through_its_writer(tmp_path, monkeypatch):
+    """The default staged preset with every run failing: launch, poll, collect, analyse, the gate closes. The
+    conductor reads manifest.json once (when it opens the sweep) and writes it only through its ManifestWriter,
+    one locked write per round."""
+    import sys
+
+    from contracts.manifest import Manifest
+
+    plan = make_plan(["action=plan", f"output_dir={tmp_path / 's'}", "mode=train"])
+    root = write_plan(plan, [], render=False)
+    backend = DoneBackend()
+    backend.root = root
+    monkeypatch.setattr(drive_mod, "make_backend", lambda sd, m, cluster=None: backend)
+    loads, updates = [], []
+    real_load, real_update = Manifest.load.__func__, Manifest.update.__func__
+
+    def load(cls, sweep):
+        loads.append(sys._getframe(1).f_globals["__name__"])
+        return real_load(cls, sweep)
+
+    def update(cls, sweep, change):
+        updates.append(sys._getframe(1).f_globals["__name__"])
+        return real_update(cls, sweep, change)
+
+    monkeypatch.setattr(Manifest, "load", classmethod(load))
+    monkeypatch.setattr(Manifest, "update", classmethod(update))
+    assert drive_mod.drive(SweepDir(root), Settings(), Options(), resume=False) == 3
+    assert [n for n in loads if n.startswith("experiments.")] == ["experiments.conductor.drive"]
+    assert updates and set(updates) == {"contracts.manifest"}  # every write is the writer's
+    m = real_load(Manifest, SweepDir(root))
+    assert {a.status for v in m.variants for a in v.attempts} == {"failed"}
+    assert any(v.status == "skipped" for v in m.variants)  # the gate closed, in the same writer

@@ -10,7 +10,7 @@ import pytest
 
 from contracts.manifest import Manifest
 from contracts.sweepdir import SweepDir
-from experiments.conductor.drive import _time_limit_s
+from experiments.conductor.tracking import _time_limit_s
 from experiments.plan import make_plan, write_plan
 from experiments.sweep import main
 from tests.analysis.synth import effective_config, make_sweep, training_log
