@@ -19,9 +19,11 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nemo_run.core.packaging.git import GitArchivePackager
-
 from launchers.errors import LaunchConfigError
+from launchers.nemorun_torch import import_nemo_run
+
+import_nemo_run()  # first, so that NeMo-Run is imported without torch where that applies (launchers/nemorun_torch.py)
+from nemo_run.core.packaging.git import GitArchivePackager  # noqa: E402
 
 
 @functools.lru_cache(maxsize=8)

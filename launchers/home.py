@@ -11,8 +11,9 @@ The sweep's NeMo-Run state lives in ``<sweep>/nemo_run/`` (CONTRACTS §3). NeMo-
 every path below ``<sweep>/nemo_run``. NeMo-Run is therefore pointed at ``<sweep>/.nemorun_home``, a relative
 symlink to ``nemo_run``: the files stay in ``nemo_run/`` and the script paths survive.
 
-Importing ``nemo_run`` takes seconds (it imports torch, torchx, fiddle and the Lepton SDK); nothing here imports it
-until a launcher really needs it (:func:`nemo_run`, a function-local import), so ``python -m experiments.sweep
+Importing ``nemo_run`` takes seconds (torchx, fiddle, the Lepton SDK, and torch unless
+:mod:`launchers.nemorun_torch` keeps it out); nothing here imports it until a launcher really needs it
+(:func:`nemo_run`, a function-local import), so ``python -m experiments.sweep
 --help``, ``action=status`` and a plan whose job templates are cached (:mod:`launchers.templates`) never import it.
 """
 
@@ -100,9 +101,9 @@ def nemo_run(state_dir: str | os.PathLike[str] | None = None) -> ModuleType:
     """Import and return the ``nemo_run`` module, with its home set to ``state_dir`` first when given."""
     if state_dir is not None:
         use_nemorun_home(state_dir)
-    import nemo_run
+    from launchers.nemorun_torch import import_nemo_run
 
-    return nemo_run
+    return import_nemo_run()
 
 
 @contextlib.contextmanager

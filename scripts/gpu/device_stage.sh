@@ -98,6 +98,11 @@ stage_install() {
   if [ ! -f "$D/Makefile" ] && ls "$D"/helpers_cpp*.so >/dev/null 2>&1; then
     printf '# no-op: helpers_cpp is prebuilt in the wheel (scripts/gpu/device_stage.sh)\nall:\n\t@true\n' > "$D/Makefile"
   fi
+  # pip installs here with --no-compile (quicker to unpack); compile the bytecode now, as a normal pip install
+  # would, on every core: the image sets no bytecode cache of its own for these files, so without it every
+  # process compiled NeMo-Run, Hydra and the rest from source again (about 0.5 s of a plan, seconds of a sweep)
+  "$PY" -m compileall -q -j 0 "$GPU_SITE" >/dev/null 2>&1 || true
+  "$PY" -m compileall -q -j 0 contracts experiments launchers analysis >/dev/null 2>&1 || true
   echo "install: $(ls "$GPU_SITE" | grep -c dist-info) distributions in $GPU_SITE"
 }
 

@@ -1,4 +1,5 @@
-"""The launchers import NeMo-Run as it is (``launchers.home.nemo_run``: a function-local ``import nemo_run``), so
+"""The launchers import NeMo-Run through ``launchers.home.nemo_run`` (a function-local import; without torch for the
+releases that import it only for a YAML representer, launchers/nemorun_torch.py), and
 NeMo-Run works in full afterwards: its YAML serialisation of a torch dtype and every executor it exports. A fresh
 interpreter, as the CLI has, because the YAML representer is registered when NeMo-Run is first imported."""
 
@@ -38,3 +39,59 @@ def test_nemo_run_works_in_full_after_the_launchers_import_it() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     res = subprocess.run([sys.executable, "-c", CODE], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+TORCH_KEPT_OUT = """
+import sys
+from launchers.home import nemo_run
+nemo_run()
+import launchers.archive
+print("torch" in sys.modules)
+"""
+
+
+@pytest.mark.megatron  # torch installed
+def test_the_pinned_nemo_run_is_imported_without_torch() -> None:
+    """NeMo-Run 0.11.1 imports torch only for its dtype representer; the conductor never needs torch."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", TORCH_KEPT_OUT], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip() == "False"
+
+
+OTHER_VERSION = """
+import sys
+import launchers.nemorun_torch as nt
+nt.TORCH_AT_IMPORT = frozenset({"0.0.0"})
+nt.import_nemo_run()
+print("torch" in sys.modules, any(type(f).__name__ == "_AfterImport" for f in sys.meta_path))
+"""
+
+
+@pytest.mark.megatron  # torch installed
+def test_other_nemo_run_versions_are_imported_plainly() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", OTHER_VERSION], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip() == "True False"
+
+
+def test_after_import_runs_the_hook_once_after_the_module_code() -> None:
+    """The hook sees the module fully executed, runs once, and the finder leaves sys.meta_path."""
+    code = """
+import sys
+from launchers.nemorun_torch import after_import
+seen = []
+after_import("colorsys", lambda m: seen.append(hasattr(m, "rgb_to_hsv")))
+assert "colorsys" not in sys.modules
+import colorsys
+import importlib; importlib.reload(colorsys)
+after_import("colorsys", lambda m: seen.append("now"))
+print(seen, any(type(f).__name__ == "_AfterImport" for f in sys.meta_path))
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.strip() == "[True, 'now'] False"
