@@ -1,4 +1,4 @@
-"""A disk cache of :class:`launchers.render.JobScripts`' templates, so that a plan need not import NeMo-Run (issue 17).
+"""A disk cache of :class:`launchers.render.JobScripts`' templates, so that a plan need not import NeMo-Run.
 
 A template is the job script NeMo-Run's dry run renders for a placeholder variant of one shape (cluster profile,
 attempt, repeat, mode, hold, batch title and label, ...). Importing NeMo-Run for that one dry run costs about 1.5-2 s,

@@ -42,7 +42,7 @@ def _int(text: str) -> int | None:
 
 def _both(shell: Shell, first: list[str], second: list[str]) -> tuple[Result, Result]:
     """The results of two commands; on this machine (``local_shell``) they run at the same time, each about 50 ms
-    of waiting for slurmctld or slurmdbd (issue 17); through a tunnel one after the other."""
+    of waiting for slurmctld or slurmdbd; through a tunnel one after the other."""
     if shell is not local_shell:
         return shell(first), shell(second)
     box: list[Result | BaseException] = []

@@ -75,7 +75,7 @@ class Display:
 
     def __init__(self, title: str, *, static: bool = False) -> None:
         """``static``: no live table; :meth:`close` prints the final table as aligned text (``action=status``: a
-        rich table costs about 5 ms per row here, 0.5 s for 100 runs; issue 17)."""
+        rich table costs about 5 ms per row, 0.5 s for 100 runs)."""
         from analysis.console import make_console
 
         self.console = make_console()
