@@ -1,4 +1,4 @@
-"""The sweep's overhead against direct runs, from ``h200_issue16.sh triples`` output (standard library only).
+"""The sweep's overhead against direct runs, from ``h200_overhead.sh triples`` output (standard library only).
 
     python3 scripts/gpu/overhead_table.py RESULTS_DIR  ->  RESULTS_DIR/overhead.json and a table on stdout
 

@@ -20,8 +20,8 @@ if [ "$what" != runs ]; then
 fi
 if [ "$what" != bringup ]; then
   echo "# runs (no carry: the tree travels and results/ (git-ignored) stays while the machine is warm; a folder that is neither tracked nor ignored is removed by the next call)"
-  call "" 600 "set -o pipefail; (bash scripts/gpu/h200_issue16.sh default; bash scripts/gpu/h200_issue16.sh bench b1; bash scripts/gpu/h200_issue16.sh pack) 2>&1 | tee \$OUT/runs1.log"
-  call "" 600 "set -o pipefail; (bash scripts/gpu/h200_issue16.sh triples 1 2 -- model.num_layers=4; bash scripts/gpu/h200_issue16.sh pack) 2>&1 | tee \$OUT/runs2.log"
-  call "" 600 "set -o pipefail; (bash scripts/gpu/h200_issue16.sh triples 3 -- model.num_layers=4; bash scripts/gpu/h200_issue16.sh pack) 2>&1 | tee \$OUT/runs3.log"
+  call "" 600 "set -o pipefail; (bash scripts/gpu/h200_overhead.sh default; bash scripts/gpu/h200_overhead.sh bench b1; bash scripts/gpu/h200_overhead.sh pack) 2>&1 | tee \$OUT/runs1.log"
+  call "" 600 "set -o pipefail; (bash scripts/gpu/h200_overhead.sh triples 1 2 -- model.num_layers=4; bash scripts/gpu/h200_overhead.sh pack) 2>&1 | tee \$OUT/runs2.log"
+  call "" 600 "set -o pipefail; (bash scripts/gpu/h200_overhead.sh triples 3 -- model.num_layers=4; bash scripts/gpu/h200_overhead.sh pack) 2>&1 | tee \$OUT/runs3.log"
   echo "give_back()"
 fi

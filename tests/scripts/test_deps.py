@@ -81,4 +81,4 @@ def test_sequence_prints_every_part_then_the_runs(tmp_path):
     calls = [line for line in out.splitlines() if line.startswith("run(")]
     assert [c.split('"')[1] for c in calls[:3]] == [".gpu/c1", ".gpu/c2", ".gpu/c3"]
     assert "info matmul recv" in calls[0] and "assemble install build_ext imports orch smoke" in calls[2]
-    assert "h200_issue16.sh default" in calls[3] and out.rstrip().endswith("give_back()")
+    assert "h200_overhead.sh default" in calls[3] and out.rstrip().endswith("give_back()")

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU budget's runs (the default job, the benchmark model, the overhead against direct runs), ON THE DEVICE
 # after the bring-up (scripts/gpu/sequence.sh prints the whole call sequence):
-#   bash scripts/gpu/h200_issue16.sh default          # the main job with NO overrides (1 GPU: EP=1, overlap pruned)
-#   bash scripts/gpu/h200_issue16.sh bench NAME OVR.. # model=moe_bench_h200 through the sweep, profile=true,
+#   bash scripts/gpu/h200_overhead.sh default          # the main job with NO overrides (1 GPU: EP=1, overlap pruned)
+#   bash scripts/gpu/h200_overhead.sh bench NAME OVR.. # model=moe_bench_h200 through the sweep, profile=true,
 #                                                     # 20 iterations, nvidia-smi dmon sampled in the background
-#   bash scripts/gpu/h200_issue16.sh triples K.. -- OVR..   # per k: sweep run, direct payload, direct Bridge pretrain
+#   bash scripts/gpu/h200_overhead.sh triples K.. -- OVR..   # per k: sweep run, direct payload, direct Bridge pretrain
 #                                                     # of the same variant.json (overhead limits; interleaved)
-#   SKIP_BRIDGE=1 bash scripts/gpu/h200_issue16.sh triples K.. -- OVR..  # pairs: sweep and direct payload only
-#   bash scripts/gpu/h200_issue16.sh pack             # $R without raw traces -> $OUT/results16.tgz
+#   SKIP_BRIDGE=1 bash scripts/gpu/h200_overhead.sh triples K.. -- OVR..  # pairs: sweep and direct payload only
+#   bash scripts/gpu/h200_overhead.sh pack             # $R without raw traces -> $OUT/results16.tgz
 # Every step records "kind name t0 t1 rc" in $R/timing.tsv and goes on when an earlier one fails.
 set -u
 cd "$(dirname "$0")/../.."
