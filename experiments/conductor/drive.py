@@ -89,6 +89,8 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
         while gate_rounds < MAX_GATE_ROUNDS:
             collect_all(sw)
             sw.backend.disconnect()  # the analysis needs no connection; a gate's launch opens one again
+            if not more_launches_possible(sw.m):
+                sw.backend.finish()  # a waiting validate process ends (its own exit) while this analysis runs
             summary = analyse(sd, options, quiet=True)
             what = next_step(sw, summary)
             if what is None:
@@ -146,6 +148,12 @@ def _disk_error(sd: SweepDir, sweep_id: str, e: OSError) -> None:
     print(f"error: writing into {sd.root} failed ({e}); every file already written is intact (manifest, logs, "
           f"effective configs). Free space, then finish with: python -m experiments.sweep action=collect "
           f"sweep_id={sweep_id} output_dir={sd.root}", file=sys.stderr)
+
+
+def more_launches_possible(m: Manifest) -> bool:
+    """Whether :func:`next_step` can still launch runs: only ``repeats=auto`` adds blocks
+    (:func:`experiments.blocks.next_block`) and only a gated variant can open (:func:`experiments.conductor.gates.open_gates`)."""
+    return (m.design or {}).get("repeats") == "auto" or any(v.status == ManifestStatus.GATED for v in m.variants)
 
 
 def next_step(sw: Sweep, summary: Any) -> str | None:

@@ -107,3 +107,56 @@ def test_a_drive_reads_the_manifest_once_and_writes_it_only_through_its_writer(t
     m = real_load(Manifest, SweepDir(root))
     assert {a.status for v in m.variants for a in v.attempts} == {"failed"}
     assert any(v.status == "skipped" for v in m.variants)  # the gate closed, in the same writer
+
+
+@dataclass
+class OrderBackend(DoneBackend):
+    """Records, in order, each finish() and each analysis the drive starts."""
+
+    events: list | None = None
+
+    def finish(self):
+        self.events.append("finish")
+
+
+def _events_of(tmp_path, monkeypatch, args):
+    plan = make_plan(["action=plan", f"output_dir={tmp_path / 's'}", "mode=train", *args])
+    root = write_plan(plan, [], render=False)
+    backend = OrderBackend(events=[])
+    backend.root = root
+    monkeypatch.setattr(drive_mod, "make_backend", lambda sd, m, cluster=None: backend)
+    real = drive_mod.analyse
+    monkeypatch.setattr(drive_mod, "analyse", lambda *a, **k: backend.events.append("analyse") or real(*a, **k))
+    drive_mod.drive(SweepDir(root), Settings(), Options(), resume=False)
+    return backend.events
+
+
+def test_the_launcher_is_finished_before_the_last_analysis_when_nothing_more_can_launch(tmp_path, monkeypatch):
+    """A fixed design with no gated stage: the waiting validate process is told to end before the analysis, so its
+    own exit overlaps the analysis instead of following the report."""
+    events = _events_of(tmp_path, monkeypatch, ["sweep=full", "dispatcher=alltoall", "overlap=on,off",
+                                                "delay_wgrad=off"])
+    assert events[:2] == ["finish", "analyse"]
+
+
+def test_a_gated_stage_keeps_the_launcher_waiting_through_the_analysis_that_opens_it(tmp_path, monkeypatch):
+    """The staged preset: the first analysis decides the gate, so the validate process must still be waiting then
+    (a gated stage it validates needs no new process); once no gate is left it is finished before the analysis."""
+    events = _events_of(tmp_path, monkeypatch, [])
+    # every run fails, so the first analysis closes the gate: the launcher is finished only after it
+    assert events == ["analyse", "finish"]
+
+
+def test_more_launches_possible_follows_the_design_and_the_gates(tmp_path):
+    from contracts.manifest import Manifest
+
+    fixed = Manifest.load(SweepDir(write_plan(make_plan(["action=plan", f"output_dir={tmp_path / 'a'}", "sweep=full",
+                                                         "dispatcher=alltoall"]), [], render=False)))
+    staged = Manifest.load(SweepDir(write_plan(make_plan(["action=plan", f"output_dir={tmp_path / 'b'}"]), [],
+                                               render=False)))
+    adaptive = Manifest.load(SweepDir(write_plan(make_plan(["action=plan", f"output_dir={tmp_path / 'c'}",
+                                                            "sweep=full", "dispatcher=alltoall", "repeats=auto"]),
+                                                 [], render=False)))
+    assert not drive_mod.more_launches_possible(fixed)
+    assert drive_mod.more_launches_possible(staged)  # its delay_wgrad stage is gated
+    assert drive_mod.more_launches_possible(adaptive)
