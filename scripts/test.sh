@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need on a fresh machine, starts the local services
-# (Slurm with slurmdbd, an sshd for the SSH tunnel tests, PostgreSQL), then runs the whole test suite. Safe to re-run.
+# (Slurm with slurmdbd, an sshd for the SSH tunnel tests, PostgreSQL), then runs the whole test suite: every tier
+# (-m "" clears the fast-tier selection of pyproject's addopts), spread over the cores by pytest-xdist (the Slurm
+# tests stay together on one worker: tests/conftest.py), with many examples per property test. Safe to re-run.
+# Arguments go to pytest after these, so `bash scripts/test.sh -m slurm` or `-n 0` narrow or override them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
@@ -11,4 +14,5 @@ source .venv/bin/activate
 [ -f scripts/pg_local/start.sh ] && bash scripts/pg_local/start.sh
 [ -f scripts/chromium/install.sh ] && bash scripts/chromium/install.sh
 ruff check experiments launchers analysis tests benchmarks scripts
-exec python -m pytest -q -p no:cacheprovider "$@"
+exec python -m pytest -q -p no:cacheprovider -m "" -n auto --dist loadgroup --hypothesis-profile=thorough \
+  --durations=15 "$@"
