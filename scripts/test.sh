@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 # shellcheck disable=SC1091
 source .venv/bin/activate
-[ -f scripts/slurm_local/start.sh ] && bash scripts/slurm_local/start.sh
+# four emulated nodes: the jobs of a sweep (and of the tests that queue several) run side by side, as on a cluster,
+# instead of one after another on the one node that the default emulates
+[ -f scripts/slurm_local/start.sh ] && SLURM_LOCAL_NODES=${SLURM_LOCAL_NODES:-4} bash scripts/slurm_local/start.sh
 [ -f scripts/sshd_local/start.sh ] && bash scripts/sshd_local/start.sh
 [ -f scripts/pg_local/start.sh ] && bash scripts/pg_local/start.sh
 [ -f scripts/chromium/install.sh ] && bash scripts/chromium/install.sh

@@ -20,6 +20,7 @@ from experiments.sweep import main
 from tests.e2e.cli import REPO, run_sweep, spawn_sweep, tail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+# megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
 BASE = ["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "sweep=full", "dispatcher=alltoall",
         "overlap=on,off", "delay_wgrad=off"]
 
@@ -85,6 +86,8 @@ def _wait_jobs_running(out: Path, n: int, timeout_s: float = 120) -> list[str]:
     raise AssertionError(f"{n} job(s) of {out} did not run within {timeout_s} s")
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_two_sweeps_racing_for_one_folder(tmp_path):
     out = tmp_path / "s"
     procs = [spawn_sweep([*BASE, f"output_dir={out}", f"model.seq_length={seq}"]) for seq in (512, 2048)]
@@ -100,6 +103,8 @@ def test_two_sweeps_racing_for_one_folder(tmp_path):
     assert_nothing_lost(out)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_sigkill_between_submit_and_manifest_write_then_resume(tmp_path):
     out = tmp_path / "s"
     p = spawn_sweep([*BASE, f"output_dir={out}"], MOE_SWEEP_FAULT="after_submit")
@@ -118,6 +123,8 @@ def test_sigkill_between_submit_and_manifest_write_then_resume(tmp_path):
     assert_nothing_lost(out)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_slurmctld_restarted_mid_sweep(tmp_path):
     out = tmp_path / "s"
     p = spawn_sweep([*BASE, f"output_dir={out}", "payload.hold_s=25"])
@@ -130,6 +137,8 @@ def test_slurmctld_restarted_mid_sweep(tmp_path):
     assert_nothing_lost(out)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_job_cancelled_behind_the_tools_back_then_resumed(tmp_path):
     out = tmp_path / "s"
     p = spawn_sweep([*BASE, f"output_dir={out}", "payload.hold_s=20", "payload.hold_at=start"])
@@ -151,6 +160,8 @@ def test_job_cancelled_behind_the_tools_back_then_resumed(tmp_path):
     assert_nothing_lost(out)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_disk_full_while_the_report_is_written(tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()

@@ -18,6 +18,7 @@ from experiments.sweep import main
 from tests.e2e.cli import run_sweep, tail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+# megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
 BASE = ["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "sweep=full", "dispatcher=alltoall",
         "overlap=on,off", "delay_wgrad=off"]
 
@@ -46,6 +47,8 @@ def _wait(job_ids: list[str], state: str | None, timeout_s: float = 240) -> list
     raise AssertionError(f"jobs {job_ids} not {state or 'gone'} within {timeout_s} s")
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_status_asks_the_scheduler_reads_running_logs_and_writes_nothing(tmp_path, capsys, monkeypatch):
     out = tmp_path / "s"
     res = run_sweep([*BASE, f"output_dir={out}", "detach=true", "payload.hold_s=25", "payload.hold_at=end"])

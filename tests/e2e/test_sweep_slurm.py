@@ -17,6 +17,7 @@ import pytest
 from tests.e2e.cli import run_sweep, tail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+# megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
 BASE = ["cluster=local_slurm", "allow_dirty=true", "poll_s=1"]
 
 
@@ -47,6 +48,8 @@ def _wait_running(job_id: str, timeout_s: float = 120) -> None:
     raise AssertionError(f"job {job_id} did not start within {timeout_s} s")
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_isolation_sweep_on_slurm_validates_and_follows_gates(tmp_path):
     out = tmp_path / "s"
     res = run_sweep([*BASE, f"output_dir={out}", "sweep=isolation"])
@@ -68,6 +71,8 @@ def test_isolation_sweep_on_slurm_validates_and_follows_gates(tmp_path):
         (n, 1): "validated" for n in kept}
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_failing_job_exits_3_then_resume_resubmits_only_it(tmp_path):
     out = tmp_path / "s"
     args = [*BASE, f"output_dir={out}", "preflight=off", "sweep=full", "dispatcher=alltoall", "overlap=on,off",
@@ -90,6 +95,7 @@ def test_failing_job_exits_3_then_resume_resubmits_only_it(tmp_path):
     assert _digest(out / "variants" / "a2a.ovl1.dw0" / "attempt-1") == before
 
 
+@pytest.mark.slow
 def test_cancelled_mid_run_is_cancelled_and_collect_exits_3(tmp_path):
     out = tmp_path / "s"
     args = [*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",
@@ -113,6 +119,7 @@ def test_cancelled_mid_run_is_cancelled_and_collect_exits_3(tmp_path):
     assert list((out / "variants" / "a2a.ovl0.dw0" / "attempt-1" / "logs").iterdir())
 
 
+@pytest.mark.slow
 def test_time_limit_kills_the_job_and_is_reported(tmp_path):
     out = tmp_path / "s"
     args = [*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off", "delay_wgrad=off",
@@ -125,6 +132,8 @@ def test_time_limit_kills_the_job_and_is_reported(tmp_path):
     assert r["status"] == "failed" and "time" in (r["reason"] or "").lower()
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_packed_sweep_uses_one_allocation_per_stage(tmp_path):
     out = tmp_path / "s"
     res = run_sweep([*BASE, f"output_dir={out}", "sweep=isolation", "pack=true"])
@@ -137,6 +146,8 @@ def test_packed_sweep_uses_one_allocation_per_stage(tmp_path):
         assert v[n]["attempts"][0]["status"] == "succeeded"
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_packed_blocks_use_one_allocation_per_block(tmp_path):
     """With pack=true each block (one run of every arm, in its recorded order) is one allocation."""
     out = tmp_path / "s"
@@ -162,6 +173,8 @@ def test_unknown_partition_exits_5_and_leaves_nothing_queued(tmp_path):
     assert all(not a.get("job_id") for v in _variants(out).values() for a in v["attempts"])
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_planted_secrets_reach_no_file_of_the_sweep(tmp_path, monkeypatch):
     """CONTRACTS §10: a secret from the submitting environment and one given as a cluster env var never appear
     in any file the tool writes (manifest, variant.json, job.sh, NeMo-Run's own sbatch scripts, logs)."""
@@ -182,6 +195,8 @@ def test_planted_secrets_reach_no_file_of_the_sweep(tmp_path, monkeypatch):
     assert "HF_TOKEN=***" in json.dumps(_m(out)["overrides"])
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_nightly_submits_detached_and_collect_records_history(tmp_path):
     """The nightly flow: sweep=nightly returns once queued (detached, 3 repeats round-robin); action=collect later
     waits, collects, analyses and records the history database (SQLite here)."""

@@ -23,6 +23,7 @@ from tests.e2e.cli import run_sweep, tail
 from tests.launchers.conftest import IN_CI, REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+# megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
 
 SSH_DIR = Path(os.environ.get("SSHD_LOCAL_DIR", "/tmp/moe-sweep-sshd"))
 PORT = int(os.environ.get("MOE_SWEEP_SSH_PORT", os.environ.get("SSHD_LOCAL_PORT", "2222")))
@@ -87,6 +88,8 @@ def _attempt(out: Path) -> dict:
     return a
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_sweep_through_ssh_tunnel_validates_and_fetches_logs_back(tmp_path, laptop):
     out = tmp_path / "s"
     res = run_sweep(_args(out, laptop))
@@ -120,6 +123,8 @@ def test_missing_key_file_is_named_and_nothing_is_submitted(tmp_path, laptop):
     assert not laptop.exists()
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_secret_over_ssh_needs_the_opt_in(tmp_path, laptop, monkeypatch):
     """A secret of the submitting environment that the job should get (named in ``cluster.secret_env``; other
     variables of the laptop are not sent at all) cannot travel over SSH without being written into the job script
