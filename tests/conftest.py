@@ -9,8 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from launchers.templates import CACHE_ENV
+
+# Property tests: a few dozen examples each in a plain run; scripts/test.sh asks for many more
+# (--hypothesis-profile=thorough). No deadline: a machine shared with other work times examples unevenly.
+settings.register_profile("fast", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", max_examples=300, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fast")
 
 
 @pytest.fixture(autouse=True)
@@ -18,3 +26,15 @@ def _own_template_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     folder = tmp_path_factory.mktemp("template-cache")
     monkeypatch.setenv(CACHE_ENV, str(folder))
     return folder
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests of the one local Slurm cluster run one after another, on one xdist worker.
+
+    They share its two test GPUs and its queue, and one of them restarts slurmctld: run side by side, their jobs
+    would wait for each other past the tests' time limits. ``xdist_group`` does nothing without xdist.
+    """
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))

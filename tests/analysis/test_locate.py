@@ -12,7 +12,7 @@ from analysis.grammar import ITER_N_RE
 from analysis.locate import HEADER, locate
 from analysis.parse import parse_lines
 from tests.analysis.synth import iteration_line, memory_gb, memory_mb, step_time
-from tests.analysis.test_properties import DAMAGE  # also loads the "analysis" hypothesis profile
+from tests.analysis.test_properties import DAMAGE
 
 NOISE = ["[rank3]: Warning: an error occurred in iteration 5 of the callback", "iteration", "iterations)",
          "iterations) memory", "(after 3 iterations)   ", "x iteration  7 / 9 | a: 1 |", "iteration 5/ |",

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from analysis.markers import _KINDS, NEEDLES, marker_kind, scan_markers
 from analysis.parse import parse_iteration_line, parse_lines
-from tests.analysis import test_properties  # noqa: F401  (loads the "analysis" hypothesis profile)
 from tests.analysis.synth import iteration_line
 
 

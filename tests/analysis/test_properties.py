@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.parse import parse_iteration_line, parse_lines
@@ -25,9 +25,6 @@ DAMAGE = st.one_of(
     .map(lambda b: b.decode("latin-1")),
     st.sampled_from(["\n", "\x00", "\ufffd", "[E218 04:54:22.864467604 ProcessGroupNCCL.cpp:616]", "\n[rank3]: "]),
 )
-settings.register_profile("analysis", max_examples=300, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("analysis")
 
 
 def _values(rec) -> dict[str, float | int | None]:

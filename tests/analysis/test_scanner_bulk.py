@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from analysis.parse import ParsedLog, _result
 from analysis.scanner import Scanner
 from tests.analysis.synth import iteration_line, memory_gb, memory_mb, step_time
-from tests.analysis.test_properties import DAMAGE  # also loads the "analysis" hypothesis profile
+from tests.analysis.test_properties import DAMAGE
 
 COLUMNS = ("iteration", "train_iters", "step_ms", "tflops", "lm_loss", "grad_norm", "skipped", "nan_iterations",
            "global_batch_size", "nonfinite")

@@ -14,7 +14,6 @@ from analysis.classify import SchedulerInfo, classify
 from analysis.markers import NEEDLES
 from analysis.parse import parse_files, parse_lines
 from analysis.signatures import FAMILIES, SIGNATURES
-from tests.analysis import test_properties  # noqa: F401  (loads the "analysis" hypothesis profile)
 from tests.analysis.synth import FIXTURES, iteration_line
 
 SIG = FIXTURES / "signatures"

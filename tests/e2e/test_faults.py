@@ -1,4 +1,4 @@
-"""Fault injection on the real local Slurm (issue 13): each case ends with nothing lost (every completed run's logs
+"""Fault injection on the real local Slurm: each case ends with nothing lost (every completed run's logs
 and metrics present), nothing submitted twice (each Slurm job name of the sweep once) and the right exit code.
 
 Faults: two sweeps racing for one folder; the conductor SIGKILLed between sbatch and the manifest write, then
@@ -10,18 +10,17 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from experiments.sweep import main
+from tests.e2e.cli import REPO, run_sweep, spawn_sweep, tail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
-REPO = Path(__file__).resolve().parents[2]
+# megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
 BASE = ["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "sweep=full", "dispatcher=alltoall",
         "overlap=on,off", "delay_wgrad=off"]
 
@@ -32,12 +31,6 @@ def _m(d: Path) -> dict:
 
 def _attempts(d: Path) -> dict[str, list[dict]]:
     return {v["name"]: v["attempts"] for v in _m(d)["variants"] if v["status"] != "pruned"}
-
-
-def _spawn(args: list[str], **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "experiments.sweep", *args], cwd=REPO, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO), **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def jobs_of(out: Path) -> collections.Counter:
@@ -93,9 +86,11 @@ def _wait_jobs_running(out: Path, n: int, timeout_s: float = 120) -> list[str]:
     raise AssertionError(f"{n} job(s) of {out} did not run within {timeout_s} s")
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_two_sweeps_racing_for_one_folder(tmp_path):
     out = tmp_path / "s"
-    procs = [_spawn([*BASE, f"output_dir={out}", f"model.seq_length={seq}"]) for seq in (512, 2048)]
+    procs = [spawn_sweep([*BASE, f"output_dir={out}", f"model.seq_length={seq}"]) for seq in (512, 2048)]
     res = [(p.wait(timeout=400), *p.communicate()) for p in procs]
     assert sorted(rc for rc, *_ in res) == [0, 2], res
     winner = (512, 2048)[[rc for rc, *_ in res].index(0)]
@@ -108,26 +103,31 @@ def test_two_sweeps_racing_for_one_folder(tmp_path):
     assert_nothing_lost(out)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_sigkill_between_submit_and_manifest_write_then_resume(tmp_path):
     out = tmp_path / "s"
-    p = _spawn([*BASE, f"output_dir={out}"], MOE_SWEEP_FAULT="after_submit")
+    p = spawn_sweep([*BASE, f"output_dir={out}"], MOE_SWEEP_FAULT="after_submit")
     assert p.wait(timeout=300) == -9, p.communicate()
     atts = _attempts(out)
     assert all(a["status"] == "planned" and a.get("submitting") and not a.get("job_id")
                for v in atts.values() for a in v), atts
     assert sum(jobs_of(out).values()) == 2  # sbatch ran: the jobs exist although the manifest does not say so
     sid = _m(out)["sweep_id"]
-    assert main(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "action=run", f"sweep_id={sid}",
-                 f"output_dir={out}"]) == 0
+    res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "action=run", f"sweep_id={sid}",
+                     f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
     atts = _attempts(out)
     assert all([a["attempt"] for a in v] == [1] and v[0]["status"] == "succeeded" for v in atts.values()), atts
     assert_nothing_twice(out)
     assert_nothing_lost(out)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_slurmctld_restarted_mid_sweep(tmp_path):
     out = tmp_path / "s"
-    p = _spawn([*BASE, f"output_dir={out}", "payload.hold_s=25"])
+    p = spawn_sweep([*BASE, f"output_dir={out}", "payload.hold_s=25"])
     _wait_jobs_running(out, 1)
     subprocess.run(["bash", str(REPO / "scripts" / "slurm_local" / "restart_ctld.sh"), "5"], check=True, timeout=120)
     rc = p.wait(timeout=400)
@@ -137,9 +137,11 @@ def test_slurmctld_restarted_mid_sweep(tmp_path):
     assert_nothing_lost(out)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_job_cancelled_behind_the_tools_back_then_resumed(tmp_path):
     out = tmp_path / "s"
-    p = _spawn([*BASE, f"output_dir={out}", "payload.hold_s=20", "payload.hold_at=start"])
+    p = spawn_sweep([*BASE, f"output_dir={out}", "payload.hold_s=20", "payload.hold_at=start"])
     victim = _wait_jobs_running(out, 1)[0]
     subprocess.run(["scancel", victim.split("|")[0]], check=True)
     assert p.wait(timeout=400) == 3, p.communicate()[1][-3000:]
@@ -148,8 +150,9 @@ def test_job_cancelled_behind_the_tools_back_then_resumed(tmp_path):
     assert any(a["status"] == "cancelled" for v in atts.values() for a in v)
     sid = _m(out)["sweep_id"]
     # the resume resubmits only the cancelled run (as attempt 2; the plan's hold still applies)
-    assert main(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "action=run", f"sweep_id={sid}",
-                 f"output_dir={out}"]) == 0
+    res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "action=run", f"sweep_id={sid}",
+                     f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
     atts = _attempts(out)
     latest = {n: v[-1]["status"] for n, v in atts.items()}
     assert set(latest.values()) == {"succeeded"}, (gone, atts)
@@ -157,30 +160,33 @@ def test_job_cancelled_behind_the_tools_back_then_resumed(tmp_path):
     assert_nothing_lost(out)
 
 
-def test_disk_full_while_the_report_is_written(tmp_path, capsys):
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_disk_full_while_the_report_is_written(tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)]).returncode != 0:
         pytest.fail("mounting a tmpfs needs root (the e2e tests run as root on the test machine)")
     try:
         out = mnt / "s"
-        assert main([*BASE, f"output_dir={out}"]) == 0
+        res = run_sweep([*BASE, f"output_dir={out}"])
+        assert res.returncode == 0, tail(res)
         sid = _m(out)["sweep_id"]
         before = _digest(out, skip="report")
         report_before = _digest(out / "report")
         filler = mnt / "filler"
         subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)  # until ENOSPC
-        capsys.readouterr()
-        rc = main(["cluster=local_slurm", "allow_dirty=true", "action=collect", f"sweep_id={sid}",
-                   f"output_dir={out}"])
-        err = capsys.readouterr().err
-        assert rc == 5 and "No space left" in err and "Free space" in err and "Traceback" not in err
+        res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "action=collect", f"sweep_id={sid}",
+                         f"output_dir={out}"])
+        err = res.stderr
+        assert res.returncode == 5 and "No space left" in err and "Free space" in err and "Traceback" not in err, tail(res)
         assert _digest(out, skip="report") == before  # nothing lost: manifest, logs, effective configs
         assert _digest(out / "report") == report_before  # the atomic writer left the old report whole
         assert not list(out.rglob(".*.tmp"))
         filler.unlink()
-        assert main(["cluster=local_slurm", "allow_dirty=true", "action=collect", f"sweep_id={sid}",
-                     f"output_dir={out}"]) == 0
+        res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "action=collect", f"sweep_id={sid}",
+                         f"output_dir={out}"])
+        assert res.returncode == 0, tail(res)
         assert_nothing_lost(out)
         assert_nothing_twice(out)
     finally:

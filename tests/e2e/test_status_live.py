@@ -1,6 +1,7 @@
-"""Issue 13 item 3: ``action=status`` is live on the real local Slurm: it asks squeue and sacct (one call each for
+"""``action=status`` is live on the real local Slurm: it asks squeue and sacct (one call each for
 every job of the sweep), never writes the manifest, and reads iteration and step time from the logs wherever they
-are (the job folder of a running job, not only collected logs)."""
+are (the job folder of a running job, not only collected logs). The sweep and its collect run the real CLI in a
+process of their own (tests/e2e/cli.py); the status runs in this process, which counts the scheduler calls it makes."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 
 import launchers.shell as shell_mod
 from experiments.sweep import main
+from tests.e2e.cli import run_sweep, tail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+# megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
 BASE = ["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "sweep=full", "dispatcher=alltoall",
         "overlap=on,off", "delay_wgrad=off"]
 
@@ -44,9 +47,12 @@ def _wait(job_ids: list[str], state: str | None, timeout_s: float = 240) -> list
     raise AssertionError(f"jobs {job_ids} not {state or 'gone'} within {timeout_s} s")
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_status_asks_the_scheduler_reads_running_logs_and_writes_nothing(tmp_path, capsys, monkeypatch):
     out = tmp_path / "s"
-    assert main([*BASE, f"output_dir={out}", "detach=true", "payload.hold_s=25", "payload.hold_at=end"]) == 0
+    res = run_sweep([*BASE, f"output_dir={out}", "detach=true", "payload.hold_s=25", "payload.hold_at=end"])
+    assert res.returncode == 0, tail(res)
     jobs = _jobs(out)
     assert len(jobs) == 2
     running = _wait(jobs, "RUNNING")[0]  # the two jobs may run one after the other (GPUs of the test node)
@@ -86,4 +92,5 @@ def test_status_asks_the_scheduler_reads_running_logs_and_writes_nothing(tmp_pat
     assert all(a["status"] == "submitted" for v in json.loads((out / "manifest.json").read_text())["variants"]
                for a in v["attempts"])
     assert calls.count("squeue") == 1 and calls.count("sacct") == 1, calls
-    assert main(["action=collect", f"sweep_id={sid}", f"output_dir={out}", "allow_dirty=true"]) == 0
+    res = run_sweep(["action=collect", f"sweep_id={sid}", f"output_dir={out}", "allow_dirty=true"])
+    assert res.returncode == 0, tail(res)

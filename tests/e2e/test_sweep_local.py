@@ -1,6 +1,7 @@
 """The main job on the embedded default (cluster=local, no GPU -> validate mode), for real: NeMo-Run's
 LocalExecutor starts the payload, which runs real Megatron-Core checks; the sweep follows the isolation gates,
-collects and writes the report. Also Ctrl-C-free bad input and resume on the local executor."""
+collects and writes the report. Also Ctrl-C-free bad input and resume on the local executor. Each sweep runs the
+real CLI in a process of its own (tests/e2e/cli.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from experiments.sweep import main
+from tests.e2e.cli import run_sweep, tail
 from tests.e2e.leftovers import Leftovers, warm_libraries
 
 
@@ -22,12 +26,15 @@ def _digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+# a sweep's payload checks each run against the real Megatron-Core (validate mode): megatron
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_default_sweep_validates_follows_gates_and_reports(tmp_path):
     out = tmp_path / "sweep"
     token = "tok-" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:16]
     # the payload fails with env_mismatch (exit 17) when a promised variable is missing: rc 0 means the job saw it
-    rc = main([f"output_dir={out}", "poll_s=0.5", f"+cluster.env_vars.MY_TOKEN={token}"])
-    assert rc == 0
+    res = run_sweep([f"output_dir={out}", "poll_s=0.5", f"+cluster.env_vars.MY_TOKEN={token}"])
+    assert res.returncode == 0, tail(res)
     m = _manifest(out)
     assert m["mode"] == "validate"
     v = {x["name"]: x for x in m["variants"]}
@@ -79,6 +86,8 @@ def _check_secret_mode_and_report(out: Path, token: str) -> None:
     assert len(notes) == len(set(notes))  # a note shared by every run is shown once, not per run
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_no_thread_is_left_after_an_in_process_sweep(tmp_path):
     """The default main job, in this process: once main() returns, neither a torchx log-copy thread of its local
     jobs (torchx ends it when asked the final status of the finished job) nor any other thread it started runs."""
@@ -94,11 +103,14 @@ def test_no_thread_is_left_after_an_in_process_sweep(tmp_path):
     assert exps and all((e.parent / "_DONE").is_file() and list(e.parent.rglob("SUCCESS")) for e in exps)
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_attempts(tmp_path):
     out = tmp_path / "sweep"
     args = [f"output_dir={out}", "poll_s=0.5", "preflight=off", "sweep=full", "dispatcher=alltoall",
             "overlap=on,off", "delay_wgrad=off", "model.expert_model_parallel_size=1"]
-    assert main(args) == 3
+    res = run_sweep(args)
+    assert res.returncode == 3, tail(res)
     summary = json.loads((out / "report" / "summary.json").read_text())
     runs = {r["variant"]: r for r in summary["runs"]}
     assert runs["a2a.ovl0.dw0"]["status"] == "validated"
@@ -108,7 +120,8 @@ def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_att
     before = _digest(out / "variants" / "a2a.ovl1.dw0" / "attempt-1")
     sweep_id = _manifest(out)["sweep_id"]
     # resume: only the failed run is resubmitted, as attempt 2; attempt 1 is kept byte for byte
-    assert main(["action=run", f"sweep_id={sweep_id}", f"output_dir={out}", "poll_s=0.5"]) == 3
+    res = run_sweep(["action=run", f"sweep_id={sweep_id}", f"output_dir={out}", "poll_s=0.5"])
+    assert res.returncode == 3, tail(res)
     m = {x["name"]: x for x in _manifest(out)["variants"]}
     assert [a["attempt"] for a in m["a2a.ovl1.dw0"]["attempts"]] == [1, 2]
     assert [a["attempt"] for a in m["a2a.ovl0.dw0"]["attempts"]] == [1]
@@ -116,17 +129,20 @@ def test_forced_invalid_variant_fails_with_library_message_then_resume_keeps_att
 
 
 def test_status_and_unknown_sweep_id(tmp_path, capsys):
+    # a check of the command line that starts no sweep: in-process, in the fast tier
     assert main(["action=status", "sweep_id=20990101-000000Z-abcdef", f"results_root={tmp_path}"]) == 2
     assert "not found" in capsys.readouterr().err
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_blocks_and_control_arm_on_the_local_executor(tmp_path):
     """Interleaved blocks for real on NeMo-Run's LocalExecutor (validate mode): 2 blocks of 3 arms, the control copy of the
     baseline in each, executed one at a time in the recorded order; the report lists the blocks."""
     out = tmp_path / "sweep"
-    rc = main([f"output_dir={out}", "poll_s=0.5", "sweep=full", "dispatcher=alltoall", "overlap=on,off",
-               "delay_wgrad=off", "repeats=2", "control=true", "block_seed=11"])
-    assert rc == 0
+    res = run_sweep([f"output_dir={out}", "poll_s=0.5", "sweep=full", "dispatcher=alltoall", "overlap=on,off",
+                     "delay_wgrad=off", "repeats=2", "control=true", "block_seed=11"])
+    assert res.returncode == 0, tail(res)
     m = _manifest(out)
     assert m["design"]["seed"] == 11 and m["design"]["control"] is True and len(m["blocks"]) == 2
     assert all(set(b["order"]) == {"a2a.ovl0.dw0", "a2a.ovl0.dw0.ctl", "a2a.ovl1.dw0"} for b in m["blocks"])

@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 
 from experiments.sweep import main
+from tests.e2e.cli import run_sweep, tail
 from tests.e2e.leftovers import Leftovers, warm_libraries
 from tests.launchers.conftest import IN_CI, REPO
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
+# megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
 
 SSH_DIR = Path(os.environ.get("SSHD_LOCAL_DIR", "/tmp/moe-sweep-sshd"))
 PORT = int(os.environ.get("MOE_SWEEP_SSH_PORT", os.environ.get("SSHD_LOCAL_PORT", "2222")))
@@ -88,9 +90,12 @@ def _attempt(out: Path) -> dict:
     return a
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_sweep_through_ssh_tunnel_validates_and_fetches_logs_back(tmp_path, laptop):
     out = tmp_path / "s"
-    assert main(_args(out, laptop)) == 0
+    res = run_sweep(_args(out, laptop))
+    assert res.returncode == 0, tail(res)
     a = _attempt(out)
     assert a["status"] == "succeeded" and a["exit_code"] == 0 and a["job_id"].isdigit()
     host_dir = Path(a["host_dir"])
@@ -110,6 +115,8 @@ def test_sweep_through_ssh_tunnel_validates_and_fetches_logs_back(tmp_path, lapt
     assert "#SBATCH --partition=debug" in (adir / "job.sh").read_text()
 
 
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_no_ssh_connection_or_thread_is_left_after_the_sweep(tmp_path, laptop):
     """Once main() returns, no paramiko transport of an SSH connection (the conductor's squeue/sacct tunnel, each
     submission's own) and no other thread the sweep started still runs, and sshd holds no session of it."""
@@ -143,17 +150,19 @@ def _sockets() -> list[tuple[str, int]]:
     return out
 
 
-def test_missing_key_file_is_named_and_nothing_is_submitted(tmp_path, laptop, capsys):
+def test_missing_key_file_is_named_and_nothing_is_submitted(tmp_path, laptop):
     out, key = tmp_path / "s", tmp_path / "keys" / "id_missing"
-    rc = main(_args(out, laptop, key))
-    assert rc in (2, 5)
-    assert str(key) in capsys.readouterr().err
+    res = run_sweep(_args(out, laptop, key))
+    assert res.returncode in (2, 5), tail(res)
+    assert str(key) in res.stderr
     m = json.loads((out / "manifest.json").read_text()) if (out / "manifest.json").exists() else {"variants": []}
     assert not [a for v in m["variants"] for a in v.get("attempts", []) if a.get("job_id")]
     assert not laptop.exists()
 
 
-def test_secret_over_ssh_needs_the_opt_in(tmp_path, laptop, monkeypatch, capsys):
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_secret_over_ssh_needs_the_opt_in(tmp_path, laptop, monkeypatch):
     """A secret of the submitting environment that the job should get (named in ``cluster.secret_env``; other
     variables of the laptop are not sent at all) cannot travel over SSH without being written into the job script
     on the cluster: refused, unless ``cluster.allow_ssh_secrets=true`` (CONTRACTS §10)."""
@@ -161,15 +170,16 @@ def test_secret_over_ssh_needs_the_opt_in(tmp_path, laptop, monkeypatch, capsys)
     value = "planted-ssh-" + secrets.token_hex(6)
     monkeypatch.setenv("WANDB_API_KEY", value)
     refused = tmp_path / "refused"
-    rc = main(_args(refused, laptop, KEY, "cluster.secret_env=[WANDB_API_KEY]"))
-    assert rc in (2, 5)
-    err = capsys.readouterr().err
+    res = run_sweep(_args(refused, laptop, KEY, "cluster.secret_env=[WANDB_API_KEY]"))
+    assert res.returncode in (2, 5), tail(res)
+    err = res.stderr
     assert "WANDB_API_KEY" in err and "allow_ssh_secrets" in err
     assert not _attempt(refused).get("job_id")
     assert not laptop.exists()  # refused before anything was copied to the cluster
 
     allowed = tmp_path / "allowed"
-    assert main(_args(allowed, laptop, KEY, "cluster.secret_env=[WANDB_API_KEY]", "cluster.allow_ssh_secrets=true")) == 0
+    res = run_sweep(_args(allowed, laptop, KEY, "cluster.secret_env=[WANDB_API_KEY]", "cluster.allow_ssh_secrets=true"))
+    assert res.returncode == 0, tail(res)
     a = _attempt(allowed)
     assert a["status"] == "succeeded"
     # the opt-in writes it into the job script on the cluster (that is what the user agreed to) ...

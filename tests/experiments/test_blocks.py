@@ -160,6 +160,7 @@ class DriftingBackend(UnscriptedBackend):
         return "#!/bin/bash\necho scripted\n"
 
 
+@pytest.mark.slow  # a whole adaptive sweep
 def test_adaptive_control_sweep_end_to_end_blocks_control_and_drift_in_manifest_and_report(tmp_path, monkeypatch):
     p = plan(tmp_path, "mode=train", "repeats=auto", "control=true", "max_blocks=5", "block_seed=3", "poll_s=0.01")
     root = write_plan(p, [], render=False)

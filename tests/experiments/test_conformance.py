@@ -28,6 +28,8 @@ from experiments.payload.mcore_check import check_transformer_config
 from experiments.rules import RULES, evaluate
 from tests.experiments.helpers import ctx
 
+pytestmark = pytest.mark.megatron  # every test builds a real Megatron-Core TransformerConfig
+
 CORE_ROWS = tuple(r.id for r in RULES if r.scope == "core") + ("gbs_dp",)
 WORLD = 16
 

@@ -59,6 +59,7 @@ def _race(out: Path, seq: int) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_two_sweeps_racing_for_one_folder_one_wins_and_agrees_with_its_files(tmp_path):
     out = tmp_path / "s"
     procs = {seq: _race(out, seq) for seq in (512, 2048)}

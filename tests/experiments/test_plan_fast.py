@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from contracts.atomic import dumps
 from contracts.manifest import PLAN_COMPLETE, PLAN_STATE, Manifest
 from contracts.sweepdir import SweepDir
@@ -33,6 +35,7 @@ def _plan(out: Path, cache: Path | None = None) -> list[str]:
     return imported
 
 
+@pytest.mark.slow
 def test_a_cached_plan_writes_the_dry_run_scripts_without_nemo_run(tmp_path: Path) -> None:
     first, second, cache = tmp_path / "one" / "s", tmp_path / "two" / "results" / "s", tmp_path / "cache"
     # the first plan renders its one template by a NeMo-Run dry run (NeMo-Run imports torch), the second finds it

@@ -48,6 +48,8 @@ def test_one_process_without_gpus_gets_env_and_secrets(tmp_path: Path) -> None:
     assert written and not [f for f in written if SECRET.encode() in f.read_bytes()]  # ... but no file of ours
 
 
+@pytest.mark.slow
+@pytest.mark.megatron  # torchrun is torch's launcher
 def test_torchrun_starts_one_process_per_gpu_and_reports_failure(tmp_path: Path) -> None:
     worker = tmp_path / "worker.py"
     worker.write_text("import os, sys\nprint('rank', os.environ['RANK'], os.environ['WORLD_SIZE'], sys.argv[1:])\n"

@@ -21,6 +21,7 @@ from tests.launchers.conftest import REPO
 pytestmark = [pytest.mark.slurm, pytest.mark.megatron, pytest.mark.usefixtures("slurm_cluster")]
 
 
+@pytest.mark.slow
 def test_planned_variant_validates_on_slurm(tmp_path: Path) -> None:
     from experiments.plan import make_plan, write_plan
 

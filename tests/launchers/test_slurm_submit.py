@@ -38,6 +38,7 @@ def _submit(tmp: Path, repo: Path, *commands: JobCommand, label: str = "s1", pro
     return submit_slurm(request, state_dir=tmp / "sweep" / "nemo_run", repo=repo)
 
 
+@pytest.mark.slow
 def test_submit_one_job_and_see_it_finish_with_its_log(tmp_path: Path, code_repo: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_TOKEN", PLANTED + "-env")
@@ -147,6 +148,7 @@ def long_jobs(tmp_path_factory: pytest.TempPathFactory):
     return limited, packed, time.time() - t0, time.time()
 
 
+@pytest.mark.slow
 def test_time_limit_ends_as_timeout(long_jobs) -> None:
     limited, _, _, started = long_jobs
     final = wait([limited.job_id], timeout_s=max(10.0, started + 240 - time.time()), poll_s=1)[limited.job_id]
@@ -154,6 +156,7 @@ def test_time_limit_ends_as_timeout(long_jobs) -> None:
     assert any("DUE TO TIME LIMIT" in p.read_text() for p in log_files(limited.job_dir, limited.job_id))
 
 
+@pytest.mark.slow
 def test_packed_runs_go_in_order_each_with_its_log_and_budget(long_jobs) -> None:
     _, packed, submit_s, started = long_jobs
     job = packed.job

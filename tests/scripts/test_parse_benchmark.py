@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # benchmarks a second tree
 def test_parse_benchmark_against_a_revision(tmp_path):
     out = subprocess.run([sys.executable, "benchmarks/parse.py", "--mb", "2", "--repeats", "2", "--against", "HEAD",
                           "--keep", str(tmp_path)], cwd=REPO, capture_output=True, text=True, check=True).stdout

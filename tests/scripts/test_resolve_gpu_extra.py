@@ -23,6 +23,7 @@ def _pypi() -> bool:
         return False
 
 
+pytestmark = pytest.mark.slow  # uv resolves the whole GPU stack against PyPI
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from analysis.history import record_summary
 from analysis.history.synthetic import SyntheticSeries, simulate_series
 from tests.analysis.history.concurrent import REPO
@@ -17,6 +19,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow  # several CLI processes
 def test_record_judge_trend_exit_codes(tmp_path):
     url = f"sqlite:///{tmp_path / 'h.db'}"
     nights = simulate_series(SyntheticSeries(), 8, seed=9, tonight={"a2a.ovl1.dw0": 1.15})
@@ -37,6 +40,7 @@ def test_record_judge_trend_exit_codes(tmp_path):
     assert res.returncode == 0 and (tmp_path / "t.html").stat().st_size > 20_000
 
 
+@pytest.mark.slow  # several CLI processes
 def test_bad_input_is_exit_2_and_bad_database_exit_5(tmp_path):
     res = _cli("record", str(tmp_path / "missing"), "--url", f"sqlite:///{tmp_path / 'h.db'}")
     assert res.returncode == 2 and "summary.json not found" in res.stderr

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from analysis.history import judge_night
 from analysis.history.synthetic import SyntheticSeries, simulate_series
 from tests.analysis.history.concurrent import record_concurrently, table_counts
 from tests.analysis.history.helpers import write_sweep_dir
 
 
+@pytest.mark.slow  # four recording processes
 def test_concurrent_collect_steps_on_sqlite(tmp_path, sqlite_url):
     inputs = simulate_series(SyntheticSeries(), 6, seed=3)
     folders = [write_sweep_dir(tmp_path / "results", n) for n in inputs]

@@ -35,6 +35,7 @@ OVERLAP_VARIANTS = ("a2a.ovl1.dw0", "deepep.ovl1.dw0", "hybridep.ovl1.dw0")
     (0.03, (0.0, 0.20), (0.0, 0.10), 0.0),
     (0.0, (0.0, 0.0), (0.0, 0.0), 0.0),
 ])
+@pytest.mark.slow  # hundreds of simulated nights
 def test_detection_rate_of_injected_regressions(level, step_band, speedup_band, either_min):
     r = detection_rate(level, 100, seed0=0)
     assert step_band[0] <= r.step_time <= step_band[1], r
@@ -72,6 +73,7 @@ def test_improvement_is_news_but_not_a_failure():
     assert report.regressions == () and report.exit_code == 0
 
 
+@pytest.mark.slow  # hundreds of simulated nights
 def test_change_within_the_night_to_night_spread_is_not_a_regression():
     noisy = SyntheticSeries(noise=NoiseModel(night_sd=0.05, variant_night_sd=0.03))
     quiet = SyntheticSeries()

@@ -52,6 +52,7 @@ def test_migration_v1_to_v2(pg_url):
     assert record_summary(pg_url, GOLDEN_SWEEP).runs == 6
 
 
+@pytest.mark.slow
 def test_concurrent_collect_steps(pg_url, tmp_path):
     inputs = simulate_series(SyntheticSeries(), 5, seed=4, tonight={"a2a.ovl1.dw0": 1.12})
     folders = [write_sweep_dir(tmp_path / "results", n) for n in inputs]

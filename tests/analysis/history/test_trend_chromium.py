@@ -67,6 +67,7 @@ def test_page_renders_with_visible_plots(chromium_bin, page, tmp_path):
     assert "regression" in res.stdout
 
 
+@pytest.mark.slow
 def test_screenshot_shows_table_and_plot(chromium_bin, page, tmp_path):
     shot = tmp_path / "trend.png"
     res = _chromium(chromium_bin, tmp_path, "--window-size=1400,1500", f"--screenshot={shot}", page.as_uri())

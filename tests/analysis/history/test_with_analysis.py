@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from analysis.analyze import analyze_sweep
 from analysis.api import write_report
 from analysis.history import judge_night, record_summary
@@ -31,6 +33,7 @@ def _night(root, n: int, rng: random.Random, slow: float = 1.0):
     return sweep
 
 
+@pytest.mark.slow  # five nights analysed and recorded
 def test_analysis_output_is_recorded_and_judged(tmp_path):
     url = f"sqlite:///{tmp_path / 'history.db'}"
     rng = random.Random(0)

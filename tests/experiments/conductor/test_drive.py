@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from analysis.options import Options
 from contracts.jobs import JobHandle, JobState
 from contracts.sweepdir import SweepDir
@@ -106,7 +108,8 @@ def test_flag_only_hang_action_does_not_cancel(tmp_path):
         return {r.task: JobState("succeeded" if len(seen) > 15 else "running", job_id="42") for r in refs}
 
     backend.poll = poll
-    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], Settings(hang_action="flag"))
+    # 15 polls of 0.1 s: the job runs three times as long as the hang threshold (0.5 s) before it ends
+    _track(sweep, backend, [("a2a.ovl0.dw0", 0)], Settings(hang_action="flag", poll_s=0.1))
     a = _attempt(sweep)
     assert a["status"] == "succeeded" and "suspected_hang" in a["flags"] and backend.cancelled == []
 
@@ -117,6 +120,7 @@ def test_job_that_vanished_is_lost(tmp_path):
     assert _attempt(sweep)["status"] == "lost"
 
 
+@pytest.mark.slow  # a sweep CLI on the local executor
 def test_ctrl_c_on_local_cancels_runs_and_exits_130(tmp_path):
     out = tmp_path / "s"
     cmd = [sys.executable, "-m", "experiments.sweep", f"output_dir={out}", "sweep=full", "dispatcher=alltoall",

@@ -20,7 +20,6 @@ from experiments.payload.cli import main
 from experiments.payload.errors import HFUnreachable, Mismatch, UnknownField, UnknownRecipe
 from experiments.payload.spec import load_variant
 
-from . import fake_bridge as fb
 from .helpers import make_variant, read_effective, write_variant
 
 pytestmark = pytest.mark.megatron
@@ -28,15 +27,19 @@ FB = "tests.experiments.payload.fake_bridge"
 
 
 @pytest.fixture(autouse=True)
-def fresh_fake(monkeypatch, tmp_path):
+def fb(monkeypatch, tmp_path):
+    """The fake Bridge module, reset (imported here, not at collection: it subclasses Megatron-Core's config)."""
+    from . import fake_bridge as fb
+
     fb.STATE.clear()
     monkeypatch.setitem(fb.GPU, "name", "NVIDIA H200")
     monkeypatch.setitem(fb.GPU, "major", 9)
     monkeypatch.chdir(tmp_path)  # train mode chdirs into OUT_DIR; restore the cwd afterwards
+    return fb
 
 
 @pytest.fixture
-def on_gpu(monkeypatch):
+def on_gpu(monkeypatch, fb):
     """Train mode with the fake Bridge: pretend a GPU exists and hand out the fake API."""
     monkeypatch.setattr(runtime_info, "gpu", lambda: (fb.GPU["name"], f"{fb.GPU['major']}.0", 1))
     monkeypatch.setattr(train_run, "load_bridge", lambda image=None: fb.fake_api())
@@ -55,7 +58,7 @@ def run_cli(tmp_path, capsys, doc, mode="train"):
     return code, out, capsys.readouterr().out
 
 
-def test_gpt_provider_creates_comm_overlap_and_applies_everything(tmp_path):
+def test_gpt_provider_creates_comm_overlap_and_applies_everything(tmp_path, fb):
     spec = spec_of(tmp_path, make_variant("alltoall", True, True))
     api = fb.fake_api()
     cfg, notes = build_config(spec, api)
@@ -73,7 +76,7 @@ def test_gpt_provider_creates_comm_overlap_and_applies_everything(tmp_path):
     assert v.verdict == "pass" and v.doc["effective"]["delay_wgrad_compute"] is True
 
 
-def test_recipe_default_overlap_on_is_switched_off_for_the_off_arm(tmp_path):
+def test_recipe_default_overlap_on_is_switched_off_for_the_off_arm(tmp_path, fb):
     """C03: the recipe already turned overlap (and delay_wgrad) on; the baseline arm must really run with it off."""
     spec = spec_of(tmp_path, make_variant(model={"recipe": f"{FB}.overlap_on_pretrain_config"}))
     api = fb.fake_api()
@@ -86,7 +89,7 @@ def test_recipe_default_overlap_on_is_switched_off_for_the_off_arm(tmp_path):
     assert v.doc["effective"]["delay_wgrad_compute"] is False
 
 
-def test_comm_overlap_value_wins_over_the_model_copy():
+def test_comm_overlap_value_wins_over_the_model_copy(fb):
     """The fake keeps Bridge's rule (CommOverlapConfig overwrites the model's copy), so a flag set only on the
     model is lost; this is why the payload sets cfg.comm_overlap."""
     cfg = fb.overlap_on_pretrain_config()
@@ -96,7 +99,7 @@ def test_comm_overlap_value_wins_over_the_model_copy():
     assert cfg.model.overlap_moe_expert_parallel_comm is True
 
 
-def test_benchmark_settings_on_a_recipe(tmp_path):
+def test_benchmark_settings_on_a_recipe(tmp_path, fb):
     spec = spec_of(tmp_path, make_variant("alltoall", True, model={"recipe": f"{FB}.plain_pretrain_config"},
                                           payload={"train_iters": 40, "seed": 77}))
     api = fb.fake_api()
@@ -111,7 +114,7 @@ def test_benchmark_settings_on_a_recipe(tmp_path):
     assert cfg.scheduler.lr_warmup_iters == 4 and any("lr_warmup_iters 500 -> 4" in n for n in done.notes)
 
 
-def test_deepep_fallback_on_gb200_is_a_mismatch_in_validate(tmp_path, monkeypatch):
+def test_deepep_fallback_on_gb200_is_a_mismatch_in_validate(tmp_path, monkeypatch, fb):
     """C05: Bridge silently falls back to alltoall on GB200; the run labelled deepep must not pass."""
     monkeypatch.setitem(fb.GPU, "name", "NVIDIA GB200")
     monkeypatch.setitem(fb.GPU, "major", 10)
@@ -127,7 +130,7 @@ def test_deepep_fallback_on_gb200_is_a_mismatch_in_validate(tmp_path, monkeypatc
                for m in msgs)
 
 
-def test_deepep_fallback_stops_training_with_exit_16(tmp_path, capsys, monkeypatch, on_gpu):
+def test_deepep_fallback_stops_training_with_exit_16(tmp_path, capsys, monkeypatch, on_gpu, fb):
     monkeypatch.setitem(fb.GPU, "name", "NVIDIA GB200")
     monkeypatch.setitem(fb.GPU, "major", 10)
     code, out, log = run_cli(tmp_path, capsys, make_variant("deepep", True))
@@ -140,7 +143,7 @@ def test_deepep_fallback_stops_training_with_exit_16(tmp_path, capsys, monkeypat
     assert doc["effective"]["moe_token_dispatcher_type"] == "alltoall"
 
 
-def test_allowed_adjustment_is_recorded_and_training_runs(tmp_path, capsys, on_gpu):
+def test_allowed_adjustment_is_recorded_and_training_runs(tmp_path, capsys, on_gpu, fb):
     """A recipe default moe_shared_expert_overlap=True with deepep: Bridge forces it off; allowed, recorded."""
     doc_in = make_variant("deepep", True, model={"recipe": f"{FB}.shared_overlap_pretrain_config"},
                           settings={"moe_shared_expert_intermediate_size": 1024, "moe_shared_expert_overlap": True})
@@ -167,7 +170,7 @@ def test_adjustment_not_allowed_is_a_mismatch(tmp_path, capsys, on_gpu):
     assert read_effective(out)["mismatches"][0]["field"] == "moe_shared_expert_overlap"
 
 
-def test_built_dispatcher_class_is_checked_at_train_start(tmp_path, capsys, on_gpu):
+def test_built_dispatcher_class_is_checked_at_train_start(tmp_path, capsys, on_gpu, fb):
     fb.STATE["force_dispatcher_class"] = "MoEAlltoAllTokenDispatcher"
     code, out, log = run_cli(tmp_path, capsys, make_variant("hybridep", True))
     assert code == errors.MISMATCH
@@ -179,7 +182,7 @@ def test_built_dispatcher_class_is_checked_at_train_start(tmp_path, capsys, on_g
                                          "MoEFlexTokenDispatcher)"}]
 
 
-def test_library_check_failure_in_train_mode_stops_before_pretrain(tmp_path, capsys, on_gpu):
+def test_library_check_failure_in_train_mode_stops_before_pretrain(tmp_path, capsys, on_gpu, fb):
     code, out, log = run_cli(tmp_path, capsys, make_variant("alltoall", True, settings={"expert_model_parallel_size": 1}))
     assert code == errors.CHECK_FAILED
     assert "overlap_moe_expert_parallel_comm is only supported with expert model parallelism" in log
@@ -196,7 +199,7 @@ def test_environment_mismatch_exits_17(tmp_path, capsys, monkeypatch, on_gpu):
     assert "CUDA_DEVICE_MAX_CONNECTIONS='1' in the job environment, but variant.env says '32'" in log
 
 
-def test_pretrain_crash_is_training_failed_and_keeps_the_document(tmp_path, capsys, on_gpu):
+def test_pretrain_crash_is_training_failed_and_keeps_the_document(tmp_path, capsys, on_gpu, fb):
     fb.STATE["raise_in_setup"] = RuntimeError("DeepEP is not installed")
     code, out, log = run_cli(tmp_path, capsys, make_variant("alltoall", True))
     assert code == errors.TRAINING_FAILED == 20
@@ -205,7 +208,7 @@ def test_pretrain_crash_is_training_failed_and_keeps_the_document(tmp_path, caps
     assert doc["written_at"] == "before_setup" and doc["checks"]["verdict"] == "pass"
 
 
-def test_hub_unreachable_during_setup_exits_15(tmp_path, capsys, on_gpu):
+def test_hub_unreachable_during_setup_exits_15(tmp_path, capsys, on_gpu, fb):
     try:
         fb.offline_pretrain_config()
     except OSError as e:
@@ -219,7 +222,7 @@ def test_hub_unreachable_during_setup_exits_15(tmp_path, capsys, on_gpu):
     assert doc["effective"]["moe_token_dispatcher_type"] == "alltoall" and doc["notes"]
 
 
-def test_library_assertion_during_setup_is_a_check_failure(tmp_path, capsys, on_gpu):
+def test_library_assertion_during_setup_is_a_check_failure(tmp_path, capsys, on_gpu, fb):
     """Seen on the H200: deepep at TP x EP = 1 passes the config checks and asserts at model build."""
     fb.STATE["raise_in_setup"] = AssertionError("DeepEP dispatcher requires TPxEP > 1 when instantiating "
                                                 "TransformerLayer")
@@ -231,7 +234,7 @@ def test_library_assertion_during_setup_is_a_check_failure(tmp_path, capsys, on_
     assert doc["checks"]["messages"] == ["DeepEP dispatcher requires TPxEP > 1 when instantiating TransformerLayer"]
 
 
-def test_wrapper_hook_when_bridge_has_no_callbacks(tmp_path):
+def test_wrapper_hook_when_bridge_has_no_callbacks(tmp_path, fb):
     calls = []
     module = SimpleNamespace(train=lambda *a, **k: calls.append("train"))
 
@@ -260,7 +263,7 @@ def _applied():
     return Applied()
 
 
-def test_unknown_field_names_the_bridge_version(tmp_path):
+def test_unknown_field_names_the_bridge_version(tmp_path, fb):
     spec = spec_of(tmp_path, make_variant(settings={"moe_expert_capacity_facto": 1.0}))
     api = fb.fake_api()
     cfg, _ = build_config(spec, api)
@@ -288,7 +291,7 @@ def test_offline_hugging_face_config_exits_15_and_names_hf_path(tmp_path, capsys
     assert read_effective(out)["checks"]["verdict"] == "fail"
 
 
-def test_hf_path_reaches_old_and_new_style_recipes(tmp_path):
+def test_hf_path_reaches_old_and_new_style_recipes(tmp_path, fb):
     api = fb.fake_api(AutoBridge=fb.FakeAutoBridge)
     cfg, notes = call_recipe(fb.hf_path_pretrain_config, "/data/qwen3", api)
     assert fb.STATE["recipe_hf_path"] == "/data/qwen3" and cfg.tokenizer.tokenizer_model == "/data/qwen3"
@@ -302,7 +305,7 @@ def test_hf_path_reaches_old_and_new_style_recipes(tmp_path):
         call_recipe(fb.autobridge_pretrain_config, None, api)
 
 
-def test_hf_error_detection_walks_the_cause_chain():
+def test_hf_error_detection_walks_the_cause_chain(fb):
     try:
         fb.offline_pretrain_config()
     except OSError as e:
@@ -310,7 +313,7 @@ def test_hf_error_detection_walks_the_cause_chain():
     assert not is_hf_unreachable(ValueError("bad shape"))
 
 
-def test_precision_and_cuda_graph_follow_the_settings(tmp_path):
+def test_precision_and_cuda_graph_follow_the_settings(tmp_path, fb):
     spec = spec_of(tmp_path, make_variant("alltoall", True, settings={
         "bf16": False, "fp16": True, "cuda_graph_impl": "transformer_engine", "cuda_graph_scope": "moe_router"}))
     api = fb.fake_api()
@@ -321,7 +324,7 @@ def test_precision_and_cuda_graph_follow_the_settings(tmp_path):
     assert v.doc["effective"]["fp16"] is True and v.doc["effective"]["cuda_graph_scope"] == ["moe_router"]
 
 
-def test_validate_sets_and_restores_the_target_world_size(tmp_path, monkeypatch):
+def test_validate_sets_and_restores_the_target_world_size(tmp_path, monkeypatch, fb):
     seen = []
 
     def probe(cfg):
@@ -338,7 +341,7 @@ def test_mismatch_error_carries_its_code():
     assert Mismatch("x").code == 16 and Mismatch("x").line() == "[payload] error 16 mismatch: x"
 
 
-def test_bridge_without_gpu_falls_back_to_core_checks_for_flex(tmp_path, monkeypatch):
+def test_bridge_without_gpu_falls_back_to_core_checks_for_flex(tmp_path, monkeypatch, fb):
     """A CPU node with Megatron-Bridge: its flex GPU check cannot run, so validate says so and runs Core's."""
     import torch
 

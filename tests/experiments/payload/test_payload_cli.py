@@ -107,6 +107,7 @@ def test_train_mode_without_bridge_exits_12(tmp_path, capsys, monkeypatch):
     assert "megatron.bridge is not importable" in line and "container" in line and "nvcr.io/nvidia/nemo" in line
 
 
+@pytest.mark.slow
 def test_core_missing_exits_13(tmp_path):
     """A real import failure: megatron.core blocked in a fresh interpreter."""
     path = write_variant(tmp_path, make_variant())
@@ -136,6 +137,7 @@ def test_hold_from_the_variant_file_also_after_a_failure(tmp_path, capsys):
     assert "[payload] hold: done after 0.6 s" in out and out.strip().endswith("[payload] exit 18")
 
 
+@pytest.mark.slow
 def test_subprocess_validate_with_hold_can_be_terminated(tmp_path):
     """The documented use: a job that lives long enough to be cancelled (SIGTERM ends it at once)."""
     path = write_variant(tmp_path, make_variant())

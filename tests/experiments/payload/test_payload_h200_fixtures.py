@@ -109,6 +109,7 @@ def test_real_two_gpu_run_with_overlap_and_delay_wgrad():
     assert deep.count("[payload] error 20 training_failed: pretrain raised ImportError: DeepEP is not installed") == 2
 
 
+@pytest.mark.megatron  # asks the real Megatron-Core for its wording
 def test_bridge_and_core_word_the_delay_wgrad_rule_differently():
     """CASES C02 drift, seen for real: Bridge's check (CommOverlapConfig.setup) fires first with its own text."""
     bridge = load("validate_a2a.ovl0.dw1.effective_config.json", FIX2)["checks"]["messages"]

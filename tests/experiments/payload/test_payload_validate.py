@@ -121,6 +121,7 @@ def test_environment_is_recorded_and_secrets_masked(tmp_path, capsys, monkeypatc
     assert "s3cr3t-value" not in (tmp_path / "out" / doc["variant"] / "effective_config.json").read_text()
 
 
+@pytest.mark.slow
 def test_subprocess_entry_point(tmp_path):
     path = write_variant(tmp_path, make_variant("deepep", True))
     p = subprocess.run([sys.executable, "-m", "experiments.train", str(path), str(tmp_path / "out")], cwd=ROOT,
@@ -167,6 +168,7 @@ def test_validate_all_list_file_and_bad_entries(tmp_path, capsys):
     assert validate_all([tmp_path / "nothing-here"], tmp_path / "out2") == errors.BAD_VARIANT_FILE
 
 
+@pytest.mark.slow
 def test_validate_all_command_line(tmp_path):
     write_variant(tmp_path / "s" / "variants", make_variant("alltoall"))
     p = subprocess.run([sys.executable, "-m", "experiments.payload.validate_all", str(tmp_path / "s"),
