@@ -103,6 +103,7 @@ def test_in_trees_runs_the_script_with_each_trees_code(tmp_path, capsys):
     assert re.search(r"time this/baseline: wall \d+\.\d\dx, CPU \d+\.\d\dx", out)
 
 
+@pytest.mark.slow
 def test_the_report_benchmark_against_a_folder_times_that_folders_code(tmp_path):
     """A folder whose analysis.report sleeps 5 s: the baseline's figure is that folder's process, not this tree's."""
     folder = _tree(tmp_path / "tree", {

@@ -98,6 +98,7 @@ def broken_citations(files: list[Path]) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 def test_every_citation_resolves_to_a_heading():
     files = repo_files()
     assert len(files) > 50, "the scan found too few files: is ROOT right?"
@@ -119,6 +120,7 @@ def test_a_broken_citation_is_caught(tmp_path):
     assert [b.split(":")[1] for b in bad] == ["1", "2", "3", "4"], bad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("needle", SHARED)
 def test_nothing_points_at_the_shared_folder(needle):
     hits = [p.relative_to(ROOT).as_posix() for p in repo_files() if needle in p.read_text(errors="replace")]
@@ -182,6 +184,7 @@ def declared_exit_codes() -> dict[int, list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_every_exit_code_in_the_code_is_in_contracts_section_5():
     codes = declared_exit_codes()
     assert {0, 2, 3, 4, 5, 130} <= set(codes), f"the scan missed the sweep's exit codes: {sorted(codes)}"

@@ -40,6 +40,7 @@ def _functions(prof: Path) -> set[str]:
     return {f"{Path(file).parent.name}/{Path(file).name}:{name}" for file, _, name in pstats.Stats(str(prof)).stats}
 
 
+@pytest.mark.slow
 def test_cprofile_writes_a_profile_of_the_report(tmp_path: Path, env: dict[str, str]) -> None:
     plain = _run(["-m", "analysis.report", str(LOG), "--out", str(tmp_path / "plain"), "--quiet"], env, tmp_path)
     prof = tmp_path / "x.prof"
@@ -53,6 +54,7 @@ def test_cprofile_writes_a_profile_of_the_report(tmp_path: Path, env: dict[str, 
         _functions(prof)
 
 
+@pytest.mark.slow
 def test_cprofile_writes_a_profile_of_the_sweep(tmp_path: Path, env: dict[str, str]) -> None:
     prof = tmp_path / "x.prof"
     res = _run(["-m", "cProfile", "-o", str(prof), "-m", "experiments.sweep", "action=plan",
@@ -83,6 +85,8 @@ def test_atexit_handlers_run_and_the_code_is_mains(module: str, args: list[str],
     assert mark.read_text() == "atexit ran"
 
 
+@pytest.mark.megatron  # the default sweep validates with Megatron-Core
+@pytest.mark.slow
 def test_a_quoted_run_action_runs_the_default_sweep(tmp_path: Path, env: dict[str, str]) -> None:
     root = tmp_path / "results"
     res = _run(["-m", "experiments.sweep", "action='run'", f"results_root={root}", "poll_s=0.5"], env, REPO)

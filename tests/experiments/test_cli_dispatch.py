@@ -20,6 +20,9 @@ from launchers.templates import CACHE_ENV
 REPO = Path(__file__).resolve().parents[2]
 UNKNOWN = "20990101-000000Z-abcdef"
 
+# the unquoted form in the fast tier; the two quoted forms (Hydra unquotes them to the same value) in the slow one
+FORMS = [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
+
 
 def _forms(action: str) -> list[str]:
     return [f"action={action}", f"action='{action}'", f'action="{action}"']
@@ -57,7 +60,7 @@ def _copy(planned: Path, tmp_path: Path) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize("action", ["status", "cancel", "collect"])
-@pytest.mark.parametrize("form", range(3))
+@pytest.mark.parametrize("form", FORMS)
 def test_an_unknown_sweep_id_exits_2_and_writes_nothing(action: str, form: int, tmp_path: Path, cache: Path) -> None:
     root = tmp_path / "results"
     res = _cli(_forms(action)[form], f"sweep_id={UNKNOWN}", f"results_root={root}", cache=cache)
@@ -66,7 +69,7 @@ def test_an_unknown_sweep_id_exits_2_and_writes_nothing(action: str, form: int, 
     assert not root.exists() and _files(tmp_path) == []
 
 
-@pytest.mark.parametrize("form", range(3))
+@pytest.mark.parametrize("form", FORMS)
 def test_a_resume_of_an_unknown_sweep_id_exits_2_and_writes_nothing(form: int, tmp_path: Path, cache: Path) -> None:
     root = tmp_path / "results"
     res = _cli(_forms("run")[form], f"sweep_id={UNKNOWN}", f"results_root={root}", cache=cache)
@@ -74,7 +77,7 @@ def test_a_resume_of_an_unknown_sweep_id_exits_2_and_writes_nothing(form: int, t
     assert _files(tmp_path) == []
 
 
-@pytest.mark.parametrize("form", range(3))
+@pytest.mark.parametrize("form", FORMS)
 def test_status_shows_the_sweep_and_writes_nothing(form: int, planned: Path, tmp_path: Path, cache: Path) -> None:
     root, sweep_id = _copy(planned, tmp_path)
     before = {p: (root / p).read_bytes() for p in _files(root) if (root / p).is_file()}
@@ -85,7 +88,7 @@ def test_status_shows_the_sweep_and_writes_nothing(form: int, planned: Path, tmp
     assert {p: (root / p).read_bytes() for p in _files(root) if (root / p).is_file()} == before
 
 
-@pytest.mark.parametrize("form", range(3))
+@pytest.mark.parametrize("form", FORMS)
 def test_cancel_cancels_that_sweep(form: int, planned: Path, tmp_path: Path, cache: Path) -> None:
     root, sweep_id = _copy(planned, tmp_path)
     res = _cli(_forms("cancel")[form], f"sweep_id={sweep_id}", f"results_root={root}", cache=cache)
@@ -95,7 +98,7 @@ def test_cancel_cancels_that_sweep(form: int, planned: Path, tmp_path: Path, cac
     assert [p.parent.name for p in root.glob("*/*/manifest.json")] == [sweep_id]
 
 
-@pytest.mark.parametrize("form", range(3))
+@pytest.mark.parametrize("form", FORMS)
 def test_collect_analyses_that_sweep(form: int, planned: Path, tmp_path: Path, cache: Path) -> None:
     root, sweep_id = _copy(planned, tmp_path)
     res = _cli(_forms("collect")[form], f"sweep_id={sweep_id}", f"results_root={root}", cache=cache)

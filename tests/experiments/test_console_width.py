@@ -26,6 +26,7 @@ def _plan(tmp_path: Path, columns: str | None) -> str:
     return res.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["80", None])
 def test_plan_through_a_pipe_keeps_every_variant_name_whole(tmp_path, columns):
     out = _plan(tmp_path, columns)

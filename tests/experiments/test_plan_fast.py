@@ -54,6 +54,7 @@ def test_a_cached_plan_writes_the_dry_run_scripts_without_nemo_run(tmp_path: Pat
             second / "variants" / v.name / "job.sh").read_text()
 
 
+@pytest.mark.slow
 def test_the_completed_manifest_is_what_a_full_update_writes(tmp_path: Path) -> None:
     out = tmp_path / "s"
     _plan(out)

@@ -209,6 +209,7 @@ def test_local_polls_start_short_and_a_validate_batch_stays_under_its_cap():
     assert {poll_interval(sweep(False, False), k) for k in (1, 5)} == {2.0}  # Slurm: poll_s from the start
 
 
+@pytest.mark.slow
 def test_the_conductor_imports_no_statistics_before_its_jobs_start():
     # scipy and matplotlib (1-2 s) are imported by analysis.api.preload while the first jobs run, not at start-up
     code = ("import sys, experiments.sweep, experiments.plan, experiments.blocks, experiments.conductor.drive, "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from contracts.manifest import Manifest
 from contracts.sweepdir import SweepDir
 from experiments.sweep import main
@@ -18,6 +20,7 @@ def _collect(out, tmp_path):
     return rc, db
 
 
+@pytest.mark.slow
 def test_collect_of_a_sweep_where_no_job_ran_is_not_good_and_not_recorded(tmp_path, capsys):
     out = tmp_path / "s"
     assert main([*NIGHTLY, f"output_dir={out}"]) == 0
