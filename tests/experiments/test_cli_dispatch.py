@@ -29,7 +29,8 @@ def _forms(action: str) -> list[str]:
 
 
 def _cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), CACHE_ENV: str(cache)}
+    # a wide console: the plan's last line names a long folder that a narrower one would fold
+    env = {**os.environ, "PYTHONPATH": str(REPO), CACHE_ENV: str(cache), "COLUMNS": "1000"}
     return subprocess.run([sys.executable, "-m", "experiments.sweep", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
 
