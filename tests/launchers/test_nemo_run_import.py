@@ -14,6 +14,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
+def _fresh(code: str) -> str:
+    """Run ``code`` in a fresh interpreter with this tree first on the path; returns its stdout, stripped."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout.strip()
+
+
 CODE = """
 import sys
 assert "nemo_run" not in sys.modules
@@ -36,9 +44,7 @@ print("ok")
 
 @pytest.mark.megatron  # torch
 def test_nemo_run_works_in_full_after_the_launchers_import_it() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run([sys.executable, "-c", CODE], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+    assert _fresh(CODE).endswith("ok")
 
 
 TORCH_KEPT_OUT = """
@@ -53,11 +59,7 @@ print("torch" in sys.modules)
 @pytest.mark.megatron  # torch installed
 def test_the_pinned_nemo_run_is_imported_without_torch() -> None:
     """NeMo-Run 0.11.1 imports torch only for its dtype representer; the conductor never needs torch."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run([sys.executable, "-c", TORCH_KEPT_OUT], cwd=REPO, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip() == "False"
+    assert _fresh(TORCH_KEPT_OUT) == "False"
 
 
 OTHER_VERSION = """
@@ -71,11 +73,7 @@ print("torch" in sys.modules, any(type(f).__name__ == "_AfterImport" for f in sy
 
 @pytest.mark.megatron  # torch installed
 def test_other_nemo_run_versions_are_imported_plainly() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run([sys.executable, "-c", OTHER_VERSION], cwd=REPO, env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip() == "True False"
+    assert _fresh(OTHER_VERSION) == "True False"
 
 
 def test_after_import_runs_the_hook_once_after_the_module_code() -> None:
@@ -91,7 +89,4 @@ import importlib; importlib.reload(colorsys)
 after_import("colorsys", lambda m: seen.append("now"))
 print(seen, any(type(f).__name__ == "_AfterImport" for f in sys.meta_path))
 """
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert res.stdout.strip() == "[True, 'now'] False"
+    assert _fresh(code) == "[True, 'now'] False"
