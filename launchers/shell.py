@@ -51,6 +51,10 @@ def local_shell(argv: Sequence[str], timeout_s: float = 60) -> Result:
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+JOIN_S = 10.0
+"""How long closing an SSH connection waits for its transport thread to end."""
+
+
 @dataclass
 class TunnelShell:
     """Runs commands through a NeMo-Run tunnel object (``SSHTunnel``); connects on first use and again on the first
@@ -81,8 +85,18 @@ class TunnelShell:
             raise SchedulerError(f"could not copy {remote} from {self.tunnel.host} to {local}: {exc}") from exc
 
     def close(self) -> None:
-        """End the SSH connection and its paramiko transport thread (harmless when it is not open)."""
-        self.tunnel.cleanup()
+        """End the SSH connection and wait, up to ``JOIN_S`` seconds, for its paramiko transport thread to stop
+        (harmless when it is not open): paramiko's close asks the thread to stop but does not wait for it."""
+        close_tunnel(self.tunnel)
+
+
+def close_tunnel(tunnel: Any) -> None:
+    """Close a NeMo-Run ``SSHTunnel``'s connection and wait, up to ``JOIN_S`` seconds, for its paramiko transport
+    thread to end (paramiko asks the thread to stop and returns without waiting)."""
+    transport = getattr(getattr(tunnel, "session", None), "transport", None)
+    tunnel.cleanup()
+    if transport is not None:
+        transport.join(JOIN_S)
 
 
 def close_shell(shell: Shell | None) -> None:

@@ -24,7 +24,7 @@ from launchers.home import nemo_run, nemorun_home, no_stdin
 from launchers.pack import PackedRun, pack_batch
 from launchers.packaging import check_clean, code_packager, git_state, ship_ref
 from launchers.procenv import environ, in_dir
-from launchers.shell import Shell, close_shell, local_shell, shell_for
+from launchers.shell import Shell, close_shell, close_tunnel, local_shell, shell_for
 
 _HANDLE_JOB = re.compile(r"/(\d+(?:_\d+)?)(?:/|$)")
 
@@ -243,7 +243,7 @@ def _close_tunnels(run: Any, exp: Any, batch: Batch) -> None:
     tunnels = [*exp.tunnels.values(), *(task.executor.tunnel for task in batch.tasks)]
     for tunnel in {id(t): t for t in tunnels}.values():
         if isinstance(tunnel, run.SSHTunnel):
-            tunnel.cleanup()
+            close_tunnel(tunnel)
 
 
 def _cancel_launched(exp: Any, shell: Shell) -> list[str]:

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
+
+SETTLE_S = 10.0
+"""How long a count waits for threads that are already ending: a joined Python thread leaves ``threading`` before
+its OS thread has exited, and on a loaded machine that last step can take a while."""
 
 
 def warm_libraries(plots: bool = False) -> None:
@@ -48,11 +53,22 @@ class Leftovers:
         self.tids = set(os_threads())
 
     def python(self) -> list[str]:
-        """The Python threads started since the snapshot that are still alive, described (name and owner class:
-        ``torchx.schedulers.streams.Tee`` for a local job's log copy, ``paramiko.transport.Transport`` for an SSH
-        connection)."""
-        return sorted(_describe(t) for t in set(threading.enumerate()) - self.threads if t.is_alive())
+        """The Python threads started since the snapshot that are still alive after up to ``SETTLE_S`` seconds,
+        described (name and owner class: ``torchx.schedulers.streams.Tee`` for a local job's log copy,
+        ``paramiko.transport.Transport`` for an SSH connection)."""
+        return _settled(lambda: sorted(_describe(t) for t in set(threading.enumerate()) - self.threads
+                                       if t.is_alive()))
 
     def os(self) -> dict[int, str]:
-        """The OS threads started since the snapshot that still run: thread id -> name."""
-        return {tid: name for tid, name in os_threads().items() if tid not in self.tids}
+        """The OS threads started since the snapshot that still run after up to ``SETTLE_S`` seconds: thread id ->
+        name."""
+        return _settled(lambda: {tid: name for tid, name in os_threads().items() if tid not in self.tids})
+
+
+def _settled(count):
+    """``count()`` once it is empty, or its last value after ``SETTLE_S`` seconds: a thread that still runs then was
+    left behind, not caught ending."""
+    deadline = time.monotonic() + SETTLE_S
+    while (found := count()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
