@@ -42,17 +42,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis import catalogue, summaries
+from analysis import catalogue, causes, launch_context, summaries, timeline
 from analysis.expectation import Expectation
 from analysis.findings import (
     EVIDENCE_LINES,
     KILL_EXIT_CODES,
     _Finding,
     _findings,
-    _hang_age_s,
     _hosts,
 )
 from analysis.labels import label_issues
+from analysis.markers import EXCEPTION_RE
 from analysis.options import is_suspected_hang
 from analysis.parse import ParsedLog
 from contracts.slurm import STATES as SLURM_STATES
@@ -99,6 +99,8 @@ class SchedulerInfo:
     state: str | None = None
     exit_code: int | None = None
     flags: tuple[str, ...] = ()  # launcher flags on the attempt, e.g. "suspected_hang" (its monitor saw no progress)
+    signal: str | None = None  # the sbatch --signal spec the launcher asked for (``TERM@60``), when known
+    ended_at: str | None = None  # when the scheduler saw the attempt end (``YYYY-MM-DDTHH:MM:SS``, the cluster's clock)
 
     @property
     def status(self) -> str | None:
@@ -121,6 +123,8 @@ class Verdict:
     details: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
+    timeline: dict[str, Any] | None = None  # analysis.timeline.Timeline.to_json: cause, then consequences
+    launch: dict[str, Any] | None = None  # analysis.launch_context.LaunchContext.to_json
 
 
 def _rank(reason: str) -> int:
@@ -132,10 +136,11 @@ def _rank(reason: str) -> int:
 
 
 def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerInfo, sched_line: str,
-               after: int | None, details: dict[str, Any]) -> None:
-    """Fold the structured summaries into ``found`` (analysis.summaries): the scheduler's raw state, torchrun's
-    failure table (its root cause's rank, host, exit code and signal go into ``details["torchrun"]``), and what
-    each signal means once both are known."""
+               after: int | None, details: dict[str, Any]) -> dict[str, Any] | None:
+    """Fold the structured summaries into ``found`` (analysis.summaries): the scheduler's raw state and torchrun's
+    failure table (its root cause's rank, host, exit code and signal go into ``details["torchrun"]``); returns the
+    root-cause record (None without a table). What each signal means is read afterwards, in its launch context
+    (analysis.causes)."""
     state_reason = summaries.scheduler_reason(scheduler.state)
     if state_reason is not None:
         f = found.setdefault(state_reason, _Finding([sched_line], after or 0))
@@ -156,18 +161,11 @@ def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerI
             f.evidence.insert(0, summaries.describe(root))
             f.details.update({k: root[k] for k in ("rank", "local_rank", "host", "exitcode") if k in root})
             f.details["signal"] = sig
-    sched = scheduler.status
-    for key in [k for k in found if k.startswith("killed_by_signal:")]:
-        sig = key.partition(":")[2]
-        target = summaries.signal_reason(sig, [k for k in found if k != key], sched)
-        if target == key:
-            continue
-        f = found.pop(key)
-        if target is not None:
-            f.details.update({"signal": sig, "inferred_from_signal": True})
-            if target == "slurm_time_limit":
-                f.details["pre_limit_term"] = True  # the TERM that sbatch --signal=TERM@60 sends (launchers/slurm.py)
-            found.setdefault(target, f)
+    return root
+
+
+def _in_priority(base: str) -> bool:
+    return base in PRIORITY
 
 
 def classify(
@@ -250,22 +248,32 @@ def classify(
     issues, adjusted = label_issues(expect, effective, log)
     flags += [f"adjusted:{a}" for a in adjusted]
 
-    _summarise(log, found, scheduler, sched_line, after, details)
-    failures = sorted((r for r in found if r.split(":", 1)[0] in PRIORITY), key=_rank)
+    root = _summarise(log, found, scheduler, sched_line, after, details)
+    ctx = launch_context.read(log.markers, scheduler.state, scheduler.signal)
+    clock = causes.clock_of(log)
+    evs = causes.events(log, found, clock)
+    flags += causes.read_cancels(found, ctx, evs, sched, _in_priority)
+    evs = causes.events(log, found, clock)
+    flags += causes.read_signals(found, ctx, evs, sched, complete, _in_priority)
     if sched == "timeout" and "slurm_time_limit" not in found:
         found["slurm_time_limit"] = _Finding([sched_line], after or 0)
-        failures.append("slurm_time_limit")
-    hang_age = _hang_age_s(log, found)
-    if not complete and hang_age is not None and is_suspected_hang(hang_age, median_step_ms, hang_min_s):
-        found["suspected_hang"] = _Finding(
-            [f"last iteration at {log.last_timestamp}, killed {hang_age:.0f} s later"], after or 0,
-            {"last_iteration_age_s": hang_age})
-        failures.insert(failures.index("slurm_time_limit"), "suspected_hang")
+    evs = causes.events(log, found, clock)
+    hang = None if complete else causes.progress_hang(found, evs, clock, log, median_step_ms=median_step_ms,
+                                                      hang_min_s=hang_min_s, ended_at=scheduler.ended_at)
+    if hang is not None:
+        found["suspected_hang"] = hang
+        evs["suspected_hang"] = causes.hang_event(hang, evs)
     if not complete and "suspected_hang" in scheduler.flags and "suspected_hang" not in found:
         found["suspected_hang"] = _Finding(["the launcher flagged a suspected hang: no new iteration for "
                                             "max(hang_min_s, 5 x median step)"], after or 0)
-        failures.insert(0, "suspected_hang")
-        failures.sort(key=_rank)
+        evs["suspected_hang"] = []  # the launcher's word has no time: priority places it
+    failures, chain = timeline.order(
+        [r for r in found if r.split(":", 1)[0] in PRIORITY], evs, {r: f.details for r, f in found.items()}, _rank,
+        last_iteration_time=timeline.stamp(log.last_timestamp or "", clock.year), last_iteration_offset=after,
+        root=root, step_s=(median_step_ms or 0) / 1000.0)
+    if failures and failures[0] == "traceback" and chain.cause is not None:
+        _exception_of(found["traceback"], chain.cause.line)
+    chain_json, launch_json = chain.to_json(), ctx.to_json()
     if "training_done" in log.marker_counts:
         details["training_done"] = True
 
@@ -281,7 +289,8 @@ def classify(
             others.append("retriable")
         all_flags = tuple(dict.fromkeys(others + flags + [i[0] for i in issues if i[0] != reason]))
         return Verdict(status, reason, tuple(evidence[:EVIDENCE_LINES + 2]), all_flags, hint, d, tuple(notes),
-                       _hosts(log))
+                       _hosts(log), chain_json if chain.cause is not None and chain.cause.reason == reason else None,
+                       launch_json)
 
     if complete:
         post = [r for r in failures if found[r].offset > (after or -1)]
@@ -342,6 +351,17 @@ def classify(
         notes.append("no Megatron or Megatron-Bridge line found: is this a training log?")
         return verdict("incomplete", "unrecognized_log", [progress, sched_line] if sched else [progress])
     return verdict("incomplete", "incomplete", [f"{progress}; no error in the log", sched_line if sched else ""])
+
+
+def _exception_of(f: _Finding, line: str) -> None:
+    """Make ``line`` (the timeline's cause) the traceback finding's first evidence and its exception details."""
+    exc = EXCEPTION_RE.search(line)
+    if exc is None:
+        return
+    f.details.update({"exception_type": exc.group(1), "message": exc.group(2).strip()})
+    if line in f.evidence:
+        f.evidence.remove(line)
+    f.evidence.insert(1 if len(f.evidence) > 1 and "File \"" in f.evidence[0] else 0, line)
 
 
 def _int(value: Any) -> int | None:

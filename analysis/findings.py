@@ -53,6 +53,7 @@ class _Finding:
     evidence: list[str]
     offset: int
     details: dict[str, Any] = field(default_factory=dict)
+    offsets: list[int] = field(default_factory=list)  # every marker it was built from (analysis.timeline)
 
 
 def _before_frame(markers: Sequence[Marker], m: Marker) -> list[str]:
@@ -138,12 +139,14 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
 
     def add(reason: str, m: Marker, details: dict[str, Any] | None = None, context: bool = False) -> None:
         if reason in found:
+            if len(found[reason].offsets) < 4 * EVIDENCE_LINES:
+                found[reason].offsets.append(m.offset)
             seen = {_RANK_PREFIX.sub("", e) for e in found[reason].evidence}
             if len(found[reason].evidence) < EVIDENCE_LINES and _RANK_PREFIX.sub("", m.text) not in seen:
                 found[reason].evidence.append(m.text)  # the same line from another rank adds nothing
             return
         lines = (_before_frame(markers, m) if context else []) + [m.text]
-        found[reason] = _Finding(lines, m.offset, details or {})
+        found[reason] = _Finding(lines, m.offset, details or {}, [m.offset])
 
     first_iter = log.first_iteration_offset
     for m in markers:

@@ -47,6 +47,17 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         re.compile(r"Root Cause \(first observed failure\)|^(?:\S+:\s*)?Failures:\s*$"
                    r"|^(?:\S+:\s*)?\s*(?:time      |host      |rank      |exitcode  |error_file|traceback ): "),
     ),
+    # the launch context (analysis.launch_context): job-script directives (sbatch(1) ``#SBATCH --signal``,
+    # ``--time``), srun's teardown of a step after a task failed (SchedMD/slurm src/srun: ``srun: Terminating
+    # StepId=12.0``, ``srun: Force Terminated StepId=``, ``srun: Job step aborted: Waiting up to 32 seconds``) and
+    # Megatron's graceful exit on a signal (megatron/training/training.py: ``exiting program after receiving SIGTERM.``)
+    (
+        "launch_context",
+        ("#sbatch", "srun: terminating", "srun: force terminated", "_step_signal: terminating",
+         "_step_signal: force terminated", "job step aborted: waiting up to", "exiting program after receiving"),
+        re.compile(r"#SBATCH[ \t]+-|srun: (?:launch/slurm: _step_signal: )?(?:Force Terminated|Terminating) "
+                   r"(?:StepId=|job step)|Job step aborted: Waiting up to|exiting program after receiving"),
+    ),
     # Bridge/Megatron end-of-training marker (FACTS §6; CASES C08)
     ("training_done", ("[after training is done]",), re.compile(r"\[after training is done\]")),
     ("traceback", ("traceback (most recent call last)",), re.compile(r"Traceback \(most recent call last\)")),

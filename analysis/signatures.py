@@ -194,16 +194,30 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
                                     "got signal: ", "death signal"),
      r"(?P<signal_word>Segmentation fault|Aborted|Bus error) \(core dumped\)|\bline \d+: +\d+ (?P<signal_word2>Killed|"
      r"Segmentation fault|Aborted|Terminated)\b|got signal: (?P<signum2>\d+)"
-     r"|Received (?:Signals\.)?(?P<signal3>SIG\w+) death signal",
+     r"|Received (?:Signals\.)?(?P<signal3>SIG\w+) death signal|Received (?P<signum3>\d+) death signal",
      "bash job-control messages; torch elastic SignalException ('Process %d got signal: %d'), agent "
-     "'Received Signals.SIGTERM death signal, shutting down workers'"),
+     "(torch/distributed/elastic/agent/server/api.py run: 'Received %s death signal, shutting down workers', "
+     "the Signals enum as Python formats it: 'Signals.SIGTERM' or, since Python 3.11, '15')"),
+    ("signal", "killed_by_signal", ("by signal ", "with signal ", "signals.sig"),
+     r"(?i:(?:killed|terminated|exited|stopped) (?:by|with) signal) (?P<signum>\d+)\b|\bSignals\.(?P<signal>SIG[A-Z0-9]+)\b",
+     "POSIX wait status texts ('terminated by signal 15'); Python's signal.Signals enum repr in torch elastic "
+     "messages ('Signals.SIGTERM')"),
     # ---- scheduler
-    ("scheduler", "slurm_time_limit", ("due to time limit", "time limit exceeded", "timelimit exceeded"),
-     r"DUE TO TIME LIMIT|(?i:time ?limit exceeded)",
-     _STEPD + "; FACTS §6 (CASES C08)"),
+    ("scheduler", "slurm_time_limit", ("due to time limit", "time limit exceeded", "timelimit exceeded",
+                                       "exceeded its time limit"),
+     r"DUE TO TIME LIMIT|(?i:time ?limit exceeded)|has exceeded its time limit",
+     _STEPD + "; SchedMD/slurm src/salloc, src/srun ('Job %u has exceeded its time limit and its allocation has "
+     "been revoked.'); FACTS §6 (CASES C08)"),
     ("scheduler", "cancelled", ("cancelled",),
      r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+) \*\*\*|\bCANCELLED\b.*\bby\b",
      _STEPD + " (a cancel without 'DUE TO': scancel, or the scheduler; the scheduler state decides)"),
+    ("scheduler", "task_exit_code", ("due to task failure",),
+     r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+) DUE TO TASK FAILURE",
+     _STEPD + " (newer releases: the step cancelled because one of its tasks failed; a consequence, the task's "
+     "own failure is the cause: analysis.launch_context)"),
+    ("scheduler", "cancelled", ("cancelled at ",),
+     r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+) DUE TO (?P<state>[A-Z][A-Z_ ]*[A-Z])",
+     _STEPD + " (the grammar 'CANCELLED AT <t>( DUE TO <REASON>)?': a reason this catalogue names nowhere else)"),
     ("scheduler", "task_exit_code", ("srun: error: ", "job exited with code"),
      r"srun: error: (?P<host>\S+): tasks? (?P<tasks>[\d,\-\[\]]+): Exited with exit code (?P<exit_code>\d+)"
      r"|job exited with code (?P<exit_code2>\d+)",

@@ -38,6 +38,7 @@ EXPECTED = {
     "requeued.log": ("incomplete", "preempted"),
     "time_limit.log": ("failed", "slurm_time_limit"),
     "pre_limit_sigterm.log": ("failed", "slurm_time_limit"),
+    "torchrun_sigterm_no_slurm.log": ("incomplete", "cancelled"),
     "user_cancel.log": ("incomplete", "cancelled"),
     "torchrun_sigsegv.log": ("failed", "killed_by_signal:SIGSEGV"),
     "torchrun_sigbus.log": ("failed", "killed_by_signal:SIGBUS"),
