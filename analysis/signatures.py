@@ -199,7 +199,8 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      "(torch/distributed/elastic/agent/server/api.py run: 'Received %s death signal, shutting down workers', "
      "the Signals enum as Python formats it: 'Signals.SIGTERM' or, since Python 3.11, '15')"),
     ("signal", "killed_by_signal", ("by signal ", "with signal ", "signals.sig"),
-     r"(?i:(?:killed|terminated|exited|stopped) (?:by|with) signal) (?P<signum>\d+)\b|\bSignals\.(?P<signal>SIG[A-Z0-9]+)\b",
+     r"(?i:(?:killed|terminated|exited|stopped) (?:by|with) signal) (?P<signum>\d+)\b"
+     r"|(?i:\b(?:got|received|with|by|on|caught) (?:signal:? )?)Signals\.(?P<signal>SIG[A-Z0-9]+)\b",
      "POSIX wait status texts ('terminated by signal 15'); Python's signal.Signals enum repr in torch elastic "
      "messages ('Signals.SIGTERM')"),
     # ---- scheduler

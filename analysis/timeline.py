@@ -40,7 +40,7 @@ import calendar
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from analysis.markers import Marker
@@ -89,7 +89,7 @@ def iso(t: float | None) -> str | None:
     """A time of :func:`stamp` as ``YYYY-MM-DDTHH:MM:SS.ffffff`` (None stays None)."""
     if t is None:
         return None
-    return datetime.fromtimestamp(t, timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds")
+    return datetime.fromtimestamp(t, UTC).replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
 def rank_of(text: str) -> tuple[int | None, str | None]:
