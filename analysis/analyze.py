@@ -34,6 +34,7 @@ from contracts.atomic import write_json
 from contracts.errors import ManifestError
 from contracts.manifest import Manifest
 from contracts.records import DEFAULT_ALLOW_ADJUST
+from contracts.slurm import parse_time_limit
 from contracts.sweepdir import SweepDir
 
 NOT_LOGS = frozenset({".json", ".png", ".jpg", ".svg", ".html", ".md", ".yaml", ".yml", ".py", ".sh", ".db",
@@ -131,6 +132,7 @@ def analyze_run(
         delay_wgrad=requested.get("delay_wgrad"), group=dict(group or {}), role=role, mode=expect.mode,
         config=config, a2a_ms=a2a_ms or _float(((effective or {}).get("profile") or {}).get("a2a_ms")),
         series=series, steady_mask=stats.steady_mask if stats else None,
+        timeline=verdict.timeline, launch=verdict.launch,
     )
 
 
@@ -185,6 +187,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
     runs: list[RunResult] = []
     notes: list[str] = []
     multi = any(len({a.repeat for a in v.attempts}) > 1 for v in manifest.variants)
+    signal = _asked_signal(manifest.cluster_config)
     for entry in manifest.variants:
         v = entry.variant
         try:
@@ -224,7 +227,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             name = v.name if not multi else f"{v.name}.r{a.repeat}"
             # a raw Slurm state, when the conductor recorded one, names causes the manifest status cannot
             # (PREEMPTED, NODE_FAIL, OUT_OF_MEMORY)
-            scheduler = SchedulerInfo(a.get("scheduler_state") or str(a.status), a.exit_code, tuple(a.flags))
+            scheduler = SchedulerInfo(a.get("scheduler_state") or str(a.status), a.exit_code, tuple(a.flags),
+                                      signal=signal)
             r = analyze_run(files, name=name, attempt=a.attempt, repeat=a.repeat, effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
             if breakdown:
@@ -246,6 +250,18 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         design_doc = {**design_doc, "blocks": manifest.blocks}
     return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
                    tuple(drift(runs)), design_doc)
+
+
+def _asked_signal(cluster: dict[str, Any]) -> str | None:
+    """The ``sbatch --signal`` spec the Slurm launcher gave the sweep's jobs: ``TERM@60`` for a Slurm executor
+    with a time limit of 10 min or more (the rule of launchers/slurm.py ``signal_spec``), else None."""
+    if cluster.get("executor") != "slurm":
+        return None
+    try:
+        limit = parse_time_limit(str(cluster.get("time_limit", "00:30:00")))
+    except ValueError:  # (contracts.errors.ConfigError is one)
+        return None
+    return "TERM@60" if limit >= 600 else None
 
 
 def _replace(r: RunResult, **changes: Any) -> RunResult:

@@ -195,10 +195,31 @@ def _run_blocks(r: RunResult, common: set[str] | frozenset[str] = frozenset()) -
         out.append(Block("p", "Flags: " + ", ".join(r.flags)))
     if r.evidence:
         out.append(Block("pre", "\n".join(r.evidence)))
+    out.extend(chain_blocks(r))
     for n in r.notes:
         if n not in common:
             out.append(Block("p", f"Note: {n}"))
     return out
+
+
+def chain_blocks(r: RunResult) -> list[Block]:
+    """The causal chain of a failed run (summary.json ``runs[].timeline``): the cause, then each consequence, with
+    its rank, time and line; the launcher in the heading line. Nothing when the run has no chain."""
+    t = r.timeline or {}
+    if not t.get("cause"):
+        return []
+    launcher = (r.launch or {}).get("launcher")
+    rows = []
+    for role, e in [("cause", t["cause"])] + [("then", e) for e in t.get("consequences") or ()]:
+        when = e.get("time") or "-"
+        if e.get("time_source") == "inherited":
+            when += " (from the line before)"
+        rank = "-" if e.get("rank") is None else str(e["rank"])
+        rows.append((role, e["reason"], rank, when, e.get("line") or ""))
+    head = "Causal chain" + (f" (launcher: {launcher})" if launcher and launcher != "unknown" else "")
+    return [Block("p", head + ": the earliest failure first; failures within "
+                  f"{_f(t.get('window_s'), 0)} s of it are ranked by class"),
+            Block("table", headers=("", "reason", "rank", "time", "line"), rows=tuple(rows))]
 
 
 def _md_cell(text: str) -> str:

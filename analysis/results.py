@@ -89,6 +89,8 @@ class RunResult:
     config: RunConfig = field(default_factory=RunConfig)
     a2a_ms: float | None = None
     step_breakdown: dict[str, Any] | None = None  # analysis/profile_breakdown.py, when the run was profiled
+    timeline: dict[str, Any] | None = None  # analysis/timeline.py: the causal chain (cause, then consequences)
+    launch: dict[str, Any] | None = None  # analysis/launch_context.py: launcher, Slurm directives, cancel lines
     series: IterationSeries | None = field(default=None, repr=False)
     steady_mask: np.ndarray | None = field(default=None, repr=False)
 
@@ -147,6 +149,9 @@ class RunResult:
             "mode": self.mode,
             "config": self.config.to_json(),
             "a2a_ms": fnum(self.a2a_ms),
+            # the causal chain and the launch context (CONTRACTS §7 runs[].timeline, runs[].launch)
+            "timeline": self.timeline,
+            "launch": self.launch,
             # profile=true: where a profiled step's time goes, ms per step (None when not profiled)
             **breakdown_json(self.step_breakdown),
         }
@@ -198,6 +203,8 @@ class RunResult:
             config=RunConfig(**(d.get("config") or {})),
             a2a_ms=d.get("a2a_ms"),
             step_breakdown=d.get("step_breakdown"),
+            timeline=d.get("timeline"),
+            launch=d.get("launch"),
         )
 
 

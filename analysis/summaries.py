@@ -9,10 +9,8 @@ means once both are known.
   ``preempted``, OUT_OF_MEMORY -> ``host_oom``, NODE_FAIL / BOOT_FAIL -> ``node_failure``, TIMEOUT / DEADLINE ->
   ``slurm_time_limit``, ``CANCELLED by <uid>`` -> ``cancelled``.
 - Signals: SIGSEGV, SIGBUS, SIGILL, SIGFPE are root causes (``killed_by_signal:<NAME>``, before NCCL errors, which
-  the other ranks then report); SIGABRT usually follows an exception (NCCL watchdog, C++ ``terminate``) and ranks
-  after exceptions; SIGKILL with no scheduler kill is most often the kernel's OOM killer (``host_oom``, inferred);
-  SIGTERM/SIGINT with no scheduler line is the TERM that launchers/slurm.py asks for 60 s before the time limit
-  (``sbatch --signal=TERM@60``): ``slurm_time_limit``, unless the scheduler says a user cancelled it.
+  the other ranks then report). What a soft signal or SIGKILL means depends on the launch context and on what
+  came before it: :mod:`analysis.launch_context`.
 """
 
 from __future__ import annotations
@@ -25,9 +23,6 @@ from analysis.catalogue import signal_name
 from analysis.markers import Marker
 
 HARD_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
-SOFT_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"})
-# reasons that are the scheduler's own kill: a TERM/KILL seen with them is their consequence
-SCHEDULER_KILLS = ("slurm_time_limit", "preempted", "cancelled", "node_failure", "host_oom", "hang_at_exit")
 _STATE_REASONS = {
     "PREEMPTED": "preempted", "REQUEUED": "preempted", "REQUEUE_HOLD": "preempted", "REQUEUE_FED": "preempted",
     "OUT_OF_MEMORY": "host_oom", "NODE_FAIL": "node_failure", "BOOT_FAIL": "node_failure",
@@ -102,15 +97,3 @@ def describe(record: dict[str, Any]) -> str:
     tb = f": {record['traceback']}" if record.get("traceback") and "enable traceback" not in record["traceback"] \
         else ""
     return f"torchrun: {where}{host} exitcode {record.get('exitcode', '?')}{sig}{tb}"[:400]
-
-
-def signal_reason(sig: str | None, found: Sequence[str], sched: str | None) -> str | None:
-    """The reason a signal stands for, given the other reasons ``found`` and the manifest status ``sched``:
-    None when it is only the consequence of a scheduler kill (see module docstring)."""
-    if sig is None:
-        return None
-    if sig in SOFT_SIGNALS or sig == "SIGKILL":
-        if any(r in found for r in SCHEDULER_KILLS) or sched in ("cancelled", "timeout"):
-            return None
-        return "slurm_time_limit" if sig in SOFT_SIGNALS else "host_oom"
-    return f"killed_by_signal:{sig}"

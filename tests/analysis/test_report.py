@@ -312,3 +312,21 @@ def test_out_writes_only_under_out_even_on_a_read_only_sweep(sweep, tmp_path):
     finally:
         if mounted:
             subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_failed_run_report_shows_the_causal_chain(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(FIXTURES / "timeline" / "exception_then_watchdogs_torchrun.log", logs / "crash.log")
+    out = tmp_path / "rep"
+    assert main([str(logs), "--out", str(out), "--quiet"]) == 3
+    run = json.loads((out / "summary.json").read_text())["runs"][0]
+    assert run["reason"] == "traceback" and run["timeline"]["cause"]["rank"] == 3
+    assert {e["reason"] for e in run["timeline"]["consequences"]} >= {"nccl_timeout"}
+    assert run["launch"]["launcher"] == "torchrun"
+    md = (out / "report.md").read_text()
+    assert "Causal chain (launcher: torchrun)" in md
+    cause = next(line for line in md.splitlines() if line.startswith("| cause |"))
+    assert "| traceback | 3 |" in cause and "ValueError" in cause
+    assert any(line.startswith("| then | nccl_timeout |") and "10:10:4" in line for line in md.splitlines())
+    assert "Causal chain" in (out / "report.html").read_text()
