@@ -87,6 +87,8 @@ class IterationSeries:
     global_batch_size: np.ndarray
     nonfinite: np.ndarray  # bool: the line printed nan or inf in some field
     extra_losses: dict[str, np.ndarray] = field(default_factory=dict)
+    partial: np.ndarray | None = None  # bool: read from the head of a line another print was glued to (its later
+    # fields are unknown, not missing); None: no such row
 
     def __len__(self) -> int:
         return int(self.iteration.size)
@@ -165,6 +167,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         cols["step_ms"] = np.array(scanner.step_only, dtype=np.float64)
         cols["tflops"] = np.array(scanner.step_only_tflops, dtype=np.float64)
         cols["nonfinite"] = np.zeros(n, dtype=bool)
+        cols["partial"] = np.zeros(n, dtype=bool)
         source = "step_time_line" if np.isfinite(cols["tflops"]).any() else None
     else:
         if it.size > 1 and not (it[1:] > it[:-1]).all():  # (no int64 temporary of the size of the column)
@@ -193,6 +196,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         grad_norm=cols["grad_norm"],
         nonfinite=cols["nonfinite"],
         extra_losses=extras,
+        partial=cols["partial"] if cols["partial"].any() else None,
         **ints,
     )
     return series, source
