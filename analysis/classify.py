@@ -42,10 +42,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis import catalogue, summaries
+from analysis import catalogue, phase, structure, summaries
 from analysis.expectation import Expectation
 from analysis.findings import (
     EVIDENCE_LINES,
+    FLEX_HINT,
     KILL_EXIT_CODES,
     _Finding,
     _findings,
@@ -82,6 +83,7 @@ PRIORITY = (
     "nccl_timeout",
     "nccl_error",
     "nan_inf",
+    "diverged",  # loss / grad norm left their own running level by orders of magnitude (analysis.health)
     "traceback",
     "killed_by_signal",  # SIGABRT and the rest: after the exception that usually raised them
     "suspected_hang",
@@ -223,6 +225,7 @@ def classify(
         return Verdict("incomplete" if running else "failed", "logs_unavailable", (*why, sched_line))
 
     found = _findings(log)
+    _attribute_device_assert(found, structure.effective_dispatcher(expect, effective, log))
     echo = found.pop("_echo", None)
     training_failed = found.pop("_training_failed", None)
     pre = found.get("preflight_reject")
@@ -251,7 +254,10 @@ def classify(
     flags += [f"adjusted:{a}" for a in adjusted]
 
     _summarise(log, found, scheduler, sched_line, after, details)
-    failures = sorted((r for r in found if r.split(":", 1)[0] in PRIORITY), key=_rank)
+    levels = {r: phase.finding_level(f.evidence) for r, f in found.items()}
+    # error-level findings before warning-level ones (analysis.phase), then by PRIORITY
+    failures = sorted((r for r in found if r.split(":", 1)[0] in PRIORITY),
+                      key=lambda r: (levels[r] == phase.WARNING, _rank(r)))
     if sched == "timeout" and "slurm_time_limit" not in found:
         found["slurm_time_limit"] = _Finding([sched_line], after or 0)
         failures.append("slurm_time_limit")
@@ -285,6 +291,11 @@ def classify(
 
     if complete:
         post = [r for r in failures if found[r].offset > (after or -1)]
+        noise = [r for r in post if phase.is_teardown_noise(r, found[r].evidence)]
+        if noise:  # warnings printed while the process groups were torn down: not the run's result
+            post = [r for r in post if r not in noise]
+            failures = [r for r in failures if r not in noise]
+            flags.append("teardown_noise")
         killed = sched in ("timeout", "cancelled", "lost") or scheduler.exit_code in KILL_EXIT_CODES
         status, reason = "ok", None
         if any(r in ("slurm_time_limit", "cancelled", "nccl_timeout", "suspected_hang") for r in post) or killed:
@@ -302,6 +313,8 @@ def classify(
             flags.append("after_training_done")
         if "nan_inf" in found:
             return verdict("failed", "nan_inf")
+        if "diverged" in found:  # the numbers of a diverged run are no result, even when it ran to the end
+            return verdict("failed", "diverged")
         if issues:
             reason0, text0 = issues[0]
             found[reason0] = _Finding([t for r, t in issues if r == reason0], 0)
@@ -342,6 +355,23 @@ def classify(
         notes.append("no Megatron or Megatron-Bridge line found: is this a training log?")
         return verdict("incomplete", "unrecognized_log", [progress, sched_line] if sched else [progress])
     return verdict("incomplete", "incomplete", [f"{progress}; no error in the log", sched_line if sched else ""])
+
+
+def _attribute_device_assert(found: dict[str, _Finding], dispatcher: tuple[str | None, str | None]) -> None:
+    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.structure) in a run whose effective
+    dispatcher is flex, in a kernel that is not another library's, is the flex kernel's: ``assertion`` becomes
+    ``flex_kernel_assertion`` (with ``attributed_by: effective_dispatcher``)."""
+    f = found.get("assertion")
+    kind, backend = dispatcher
+    if f is None or not f.details.get("device_assert") or kind != "flex" or "flex_kernel_assertion" in found:
+        return
+    if structure.foreign_kernel(f.details.get("location"), f.evidence[-1] if f.evidence else ""):
+        return
+    f.details.update({"attributed_by": "effective_dispatcher", "backend": {"hybridep": "HybridEP"}.get(
+        backend or "", "DeepEP")})
+    if "num_rc_per_pe" in str(f.details.get("condition") or f.details.get("assertion") or ""):
+        f.details["hint"] = FLEX_HINT
+    found["flex_kernel_assertion"] = found.pop("assertion")
 
 
 def _int(value: Any) -> int | None:

@@ -16,9 +16,10 @@ is unchanged):
   later fields are unknown, not missing.
 - **Divergence within one run.** Loss and grad norm are compared with their own running level, the median of the
   ``WINDOW`` previous finite values (at least ``MIN_HISTORY``): a grad norm at >= ``GRAD_FACTOR`` x its level or a
-  loss at >= ``LOSS_FACTOR`` x its level is a blow-up; it is ``diverged`` when it persists (the next logged value is
-  still at >= half the factor, or it is the last value logged) or when both move together (grad norm blown up
-  while the loss is at >= ``JOINT_LOSS_FACTOR`` x its level). A single spike that recovers is noise. The factors
+  loss at >= ``LOSS_FACTOR`` x its level is a blow-up; it is ``diverged`` when it persists (the median of the next three
+  logged values, or of those there are, is still at >= half the factor) or, on the last line logged, when the other series left its level too (a loss at
+  >= ``JOINT_LOSS_FACTOR`` x its level with the grad norm, a grad norm at >= ``JOINT_GRAD_FACTOR`` x with the loss).
+  A single spike that comes back is noise. The factors
   are orders of magnitude, far beyond the spikes of healthy training (loss spikes of 1.5-3x, grad-norm spikes of
   10-30x early in training), so a noisy decreasing loss curve never trips them. Skipped iterations (fp16 overflow:
   no grad norm, no loss summed) are left out.
@@ -41,7 +42,8 @@ WINDOW = 20  # previous finite values whose median is the running level
 MIN_HISTORY = 4  # a level needs at least this many previous finite values
 GRAD_FACTOR = 100.0  # grad norm at >= 100x its running level: blown up
 LOSS_FACTOR = 10.0  # loss at >= 10x its running level: blown up (cross-entropy never spikes 10x when healthy)
-JOINT_LOSS_FACTOR = 2.0  # a grad-norm blow-up together with a loss at >= 2x its level is divergence at once
+JOINT_LOSS_FACTOR = 2.0  # a grad-norm blow-up on the last line counts when the loss is at >= 2x its level
+JOINT_GRAD_FACTOR = 10.0  # a loss blow-up on the last line counts when the grad norm is at >= 10x its level
 
 _LM = "lm loss"
 
@@ -141,15 +143,18 @@ def divergence(series: IterationSeries) -> HealthFinding | None:
     loss = np.asarray(series.lm_loss, np.float64)[rows]
     grad = np.asarray(series.grad_norm, np.float64)[rows]
     hits: list[tuple[int, str, float, float]] = []  # (row among ``rows``, key, level, factor)
-    for key, values, factor in (("grad norm", grad, GRAD_FACTOR), (_LM, loss, LOSS_FACTOR)):
+    series_of = {"grad norm": (grad, GRAD_FACTOR, JOINT_GRAD_FACTOR), _LM: (loss, LOSS_FACTOR, JOINT_LOSS_FACTOR)}
+    for key, (values, factor, _) in series_of.items():
+        other, _, joint_factor = series_of[_LM if key == "grad norm" else "grad norm"]
         for i, level in _blowups(values, factor):
             later = values[i + 1:][np.isfinite(values[i + 1:])]
-            persists = later.size == 0 or later[0] >= factor / 2 * level
-            joint = False
-            if key == "grad norm":
-                loss_level = _level(loss, i)
-                joint = loss_level is not None and np.isfinite(loss[i]) and loss[i] >= JOINT_LOSS_FACTOR * loss_level
-            if persists or joint:
+            if later.size:  # a spike that comes back is noise: most of the next (up to) 3 values stay up
+                persists = bool(np.median(later[:3]) >= factor / 2 * level)
+            else:  # the last value logged: diverged when the other series left its level too
+                other_level = _level(other, i)
+                persists = other_level is not None and bool(np.isfinite(other[i])) \
+                    and bool(other[i] >= joint_factor * other_level)
+            if persists:
                 hits.append((i, key, level, float(values[i] / level)))
                 break
     if not hits:
