@@ -17,7 +17,8 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | dispatcher_timeout | failed | ``DeepEP error: timeout (dispatch CPU)``, ``HYBRID-EP ALLGATHER TIMEOUT``: retriable communication (C07) |
 | assertion | failed | Python AssertionError or a C ``Assertion failed`` outside the EP kernels, with its text |
 | nccl_timeout | failed | ProcessGroupNCCL watchdog: op, SeqNum, Timeout(ms); path ``ep_all_to_all`` (ALLTOALL, ALLTOALL_BASE) or ``data_parallel`` (ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST ...) (C09) |
-| nan_inf | failed | NaN/Inf lm loss or grad norm, or NaN iterations counted by Megatron |
+| nan_inf | failed | NaN/Inf lm loss or grad norm, NaN iterations counted by Megatron, or a loss key that vanishes (analysis.health) |
+| diverged | failed | loss / grad norm at orders of magnitude above their own running level, and staying there (analysis.health) |
 | traceback | failed | any other Python exception, with its type (the first exception that is not a launcher echo) |
 | node_failure | failed | Slurm NODE_FAIL / "Node failure on" |
 | suspected_hang | failed / incomplete | no new iteration for max(600 s, 5 x median step) before a time-limit kill, or while running (C09) |
@@ -32,7 +33,11 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | logs_unavailable | failed / incomplete | no log file, or none readable |
 | insufficient_iterations | insufficient_iterations | fewer than 5 steady iterations (analysis.stats) |
 
+Severity and phase (analysis.phase): error-level findings rank before warning-level ones; warning-level findings
+after the final iteration of a complete run are teardown noise (flag ``teardown_noise``, the run stays ok).
+
 Secondary flags: the other reasons seen, plus ``retriable`` (dispatcher/NCCL timeouts), ``after_training_done``,
+``teardown_noise``,
 ``throughput_not_logged``, ``damaged_lines``, ``restarted``, ``adjusted:<field>``, ``scheduler_<state>``.
 """
 

@@ -16,13 +16,13 @@ is unchanged):
   later fields are unknown, not missing.
 - **Divergence within one run.** Loss and grad norm are compared with their own running level, the median of the
   ``WINDOW`` previous finite values (at least ``MIN_HISTORY``): a grad norm at >= ``GRAD_FACTOR`` x its level or a
-  loss at >= ``LOSS_FACTOR`` x its level is a blow-up; it is ``diverged`` when it persists (the median of the next three
-  logged values, or of those there are, is still at >= half the factor) or, on the last line logged, when the other series left its level too (a loss at
-  >= ``JOINT_LOSS_FACTOR`` x its level with the grad norm, a grad norm at >= ``JOINT_GRAD_FACTOR`` x with the loss).
-  A single spike that comes back is noise. The factors
-  are orders of magnitude, far beyond the spikes of healthy training (loss spikes of 1.5-3x, grad-norm spikes of
-  10-30x early in training), so a noisy decreasing loss curve never trips them. Skipped iterations (fp16 overflow:
-  no grad norm, no loss summed) are left out.
+  loss at >= ``LOSS_FACTOR`` x its level is a blow-up. It is ``diverged`` when it persists (the median of the next
+  three logged values, or of those there are, is still at >= half the factor) or, on the last line logged, when
+  the other series left its level too (a loss at >= ``JOINT_LOSS_FACTOR`` x its level with the grad norm, a grad
+  norm at >= ``JOINT_GRAD_FACTOR`` x with the loss). A single spike that comes back is noise. The factors are orders
+  of magnitude, far beyond the spikes of healthy training (loss spikes of 1.5-3x, grad-norm spikes of 10-60x early
+  in training), so a noisy decreasing loss curve never trips them. Skipped iterations (fp16 overflow: no grad norm,
+  no loss summed) and glued partial rows are left out.
 
 Cost: O(n) numpy passes; the exact running median is computed only for the few rows that pass a cheap bound (a
 value >= factor x the running minimum of everything before it, which every blow-up does).

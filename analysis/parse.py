@@ -21,7 +21,8 @@ tests/analysis/fixtures):
 Damage rules: an iteration line is dropped and counted in ``damaged_lines`` unless every character is one that a
 Megatron iteration line can hold (ASCII letters, digits, `` _/().,+-:|``), each ``|``-separated field is one
 ``key: number`` pair (optionally ``(avg number)``), the line ends with ``|`` and it has the elapsed-time field.
-A line cut right after a ``|`` is dropped when other lines of the log start with the same keys and go on.
+A line cut right after a ``|`` is dropped when other lines of the log start with the same keys and go on; a line
+with another print glued after a ``|`` (``grammar._GLUE_RE``) keeps the fields before it (``IterationSeries.partial``).
 Truncated lines, another rank's output or binary bytes spliced into the line therefore never yield a number.
 When several lines give the same iteration number, the last one wins (a later restart file re-ran it).
 

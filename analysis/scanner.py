@@ -48,7 +48,6 @@ from analysis.grammar import (
 )
 from analysis.markers import MarkerBag, clean_line
 
-
 _GLUED = b"\x00glued"  # the key of a glued head's layout in ``Scanner.layouts`` (no real key holds a NUL byte)
 
 
