@@ -3,9 +3,9 @@
 Log levels, read from the line's own header after any launcher prefix (``[rank3]:``, ``[default3]:``, srun's
 ``3: ``):
 
-- glog / c10 headers ``W1121 17:30:14.409846 4242 file.cpp:141]`` and PyTorch's bracketed form
-  ``[W1121 17:30:14.409846000 TCPStore.cpp:141]`` (c10/util/Logging.cpp: ``I`` info, ``W`` warning, ``E`` error,
-  ``F`` fatal);
+- glog / c10 headers ``W1121 17:30:14.409846 4242 file.cpp:141]``, PyTorch's bracketed form
+  ``[W1121 17:30:14.409846000 TCPStore.cpp:141]`` and its older undated one ``[W socket.cpp:464]``
+  (c10/util/Logging.cpp: ``I`` info, ``W`` warning, ``E`` error, ``F`` fatal);
 - Python logging (``WARNING:name:msg``, ``[WARNING]``, ``... - WARNING - ...``, ``WARNING 2026-...``) and the
   warnings module (``UserWarning: ...``, ``FutureWarning: ...``);
 - NCCL prints its failures at WARN (``host:pid:tid [0] file.cc:123 NCCL WARN ...``; nccl src/include/debug.h has no
@@ -31,7 +31,7 @@ WARNING, ERROR, INFO = "warning", "error", "info"
 
 # launcher prefixes: "[rank3]:", "[default3]:", srun's "3: ", any number of them, and a leading timestamp bracket
 _PREFIX = re.compile(r"^(?:\[(?:rank|default)\d+\]:\s*|\d+:\s+|\[\d{4}-\d\d-\d\d[ T][\d:.,]+\]\s*)+")
-_GLOG = re.compile(r"^\[?([IWEF])\d{4} \d\d:\d\d:\d\d")
+_GLOG = re.compile(r"^\[?([IWEF])(?:\d{4} \d\d:\d\d:\d\d| [\w.-]+\.(?:cpp|cc|cu|h|hpp):\d+\])")
 _PY_LEVEL = re.compile(r"^(?:\[[^\]]{0,40}\]\s*)*\[?(WARNING|WARN|ERROR|CRITICAL|FATAL|INFO|DEBUG)\]?(?=[:\s\]])"
                        r"|\s-\s(WARNING|ERROR|CRITICAL|INFO|DEBUG)\s-\s|\[(WARNING|ERROR|CRITICAL|INFO|DEBUG)\]")
 _PY_WARNING = re.compile(r"\b(?:User|Future|Deprecation|Runtime|Resource)?Warning: ")
@@ -63,11 +63,22 @@ def finding_level(lines: Iterable[str]) -> str:
 
 
 def is_teardown_noise(reason: str, lines: Iterable[str]) -> bool:
-    """True when a finding seen after training ended is noise: warning-level lines only, and not a reason that is
-    the exit itself (a signal, a task exit code, the scheduler's kill or a hang)."""
+    """True when a finding seen after training ended is noise: not a reason that is the exit itself (a signal, a
+    task exit code, the scheduler's kill or a hang), and either warning-level lines only, or a network finding whose
+    every line is the key-value store's or a socket's peer going away (``STORE_TEARDOWN``: the store's server, rank
+    0's agent, exits first; PyTorch torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp), whatever its level."""
     if reason.split(":", 1)[0] in EXIT_REASONS:
         return False
+    lines = [t for t in lines if not _FRAME.match(_PREFIX.sub("", t.strip(), count=1))]
+    if reason == "nccl_error" and lines and all(STORE_TEARDOWN.search(t) for t in lines):
+        return True
     return finding_level(lines) == WARNING
+
+
+# the store / socket wording of a peer that went away (TCPStore.cpp recvValue/sendBytes, ProcessGroupNCCL's
+# heartbeat "should dump" check, socket.cpp)
+STORE_TEARDOWN = re.compile(r"Connection reset by peer|Broken pipe|Connection closed by peer|TCPStore|recvValue"
+                            r"|sendBytes|recvBytes|should dump|heartbeat", re.I)
 
 
 # reasons that are how the run ended, never noise: analysis.classify keeps them after training too

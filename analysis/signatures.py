@@ -184,9 +184,9 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"|ibv_\w+ failed|IBV_WC_\w+_ERR",
      "NVIDIA/nccl src/transport/net_ib.cc ('NET/IB: Got completion from peer %s with status=...')"),
     ("network", "nccl_error", ("diststoreerror", "distnetworkerror", "rendezvoustimeouterror",
-                               "connection reset by peer", "socket timeout", "connection refused"),
+                               "connection reset by peer", "socket timeout", "connection refused", "broken pipe"),
      r"DistStoreError|DistNetworkError|RendezvousTimeoutError|(?i:connection reset by peer|socket timeout"
-     r"|connection refused)",
+     r"|connection refused|\[c10d\].*broken pipe)",
      "pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp; torch elastic rendezvous"),
     ("network", "nccl_timeout", ("timeout", "timed out", "time out", "timedout", "time-out", "timed-out"),
      r"(?i)\bnccl\w*\b.*\btime(?:d)?[ -]?out", "family fallback: a timeout in an NCCL message"),

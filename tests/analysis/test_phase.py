@@ -249,3 +249,20 @@ def test_teardown_warnings_in_any_order_and_layout_leave_a_good_run_ok(picked, l
     tail = [rank + t.format(d=day) if t.startswith(("[W", "W")) else t.format(d=day) for t in picked]
     v = classify(parse_lines(in_layout(run_log(GOOD, T) + tail, layout)), scheduler=sched)
     assert (v.status, v.reason) == ("ok", None), (tail, v.evidence)
+
+
+@pytest.mark.parametrize("line", [
+    "[E socket.cpp:957] [c10d] recvValue failed: Connection reset by peer",
+    "[rank2]:[E1130 09:00:03.1 TCPStore.cpp:125] [c10d] sendBytes failed on SocketImpl(fd=3): Broken pipe",
+    "RuntimeError: Connection reset by peer",
+])
+def test_store_teardown_errors_after_a_complete_run_are_noise_at_any_level(line):
+    v = classify(parse_lines(run_log(GOOD, T) + [line]))
+    assert (v.status, v.reason) == ("ok", None) and "teardown_noise" in v.flags
+    mid = classify(parse_lines(run_log(PART, T, done=False) + [line]))
+    assert mid.reason == "nccl_error"  # the same line before the end is the failure
+
+
+def test_old_undated_glog_headers_have_levels():
+    assert phase.line_level("[W socket.cpp:464] [c10d] The server socket has failed to bind") == "warning"
+    assert phase.line_level("[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation") == "error"
