@@ -17,7 +17,8 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | dispatcher_timeout | failed | ``DeepEP error: timeout (dispatch CPU)``, ``HYBRID-EP ALLGATHER TIMEOUT``: retriable communication (C07) |
 | assertion | failed | Python AssertionError or a C ``Assertion failed`` outside the EP kernels, with its text |
 | nccl_timeout | failed | ProcessGroupNCCL watchdog: op, SeqNum, Timeout(ms); path ``ep_all_to_all`` (ALLTOALL, ALLTOALL_BASE) or ``data_parallel`` (ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST ...) (C09) |
-| nan_inf | failed | NaN/Inf lm loss or grad norm, or NaN iterations counted by Megatron |
+| nan_inf | failed | NaN/Inf lm loss or grad norm, NaN iterations counted by Megatron, or a loss key that vanishes (analysis.health) |
+| diverged | failed | loss / grad norm at orders of magnitude above their own running level, and staying there (analysis.health) |
 | traceback | failed | any other Python exception, with its type (the first exception that is not a launcher echo) |
 | node_failure | failed | Slurm NODE_FAIL / "Node failure on" |
 | suspected_hang | failed / incomplete | no new iteration for max(600 s, 5 x median step) before a time-limit kill, or while running (C09) |
@@ -32,7 +33,11 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | logs_unavailable | failed / incomplete | no log file, or none readable |
 | insufficient_iterations | insufficient_iterations | fewer than 5 steady iterations (analysis.stats) |
 
+Severity and phase (analysis.phase): error-level findings rank before warning-level ones; warning-level findings
+after the final iteration of a complete run are teardown noise (flag ``teardown_noise``, the run stays ok).
+
 Secondary flags: the other reasons seen, plus ``retriable`` (dispatcher/NCCL timeouts), ``after_training_done``,
+``teardown_noise``,
 ``throughput_not_logged``, ``damaged_lines``, ``restarted``, ``adjusted:<field>``, ``scheduler_<state>``.
 """
 
@@ -42,10 +47,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis import catalogue, causes, launch_context, summaries, timeline
+from analysis import catalogue, causes, launch_context, phase, structure, summaries, timeline
 from analysis.expectation import Expectation
 from analysis.findings import (
     EVIDENCE_LINES,
+    FLEX_HINT,
     KILL_EXIT_CODES,
     _Finding,
     _findings,
@@ -82,6 +88,7 @@ PRIORITY = (
     "nccl_timeout",
     "nccl_error",
     "nan_inf",
+    "diverged",  # loss / grad norm left their own running level by orders of magnitude (analysis.health)
     "traceback",
     "killed_by_signal",  # SIGABRT and the rest: after the exception that usually raised them
     "suspected_hang",
@@ -221,6 +228,7 @@ def classify(
         return Verdict("incomplete" if running else "failed", "logs_unavailable", (*why, sched_line))
 
     found = _findings(log)
+    _attribute_device_assert(found, structure.effective_dispatcher(expect, effective, log))
     echo = found.pop("_echo", None)
     training_failed = found.pop("_training_failed", None)
     pre = found.get("preflight_reject")
@@ -249,6 +257,7 @@ def classify(
     flags += [f"adjusted:{a}" for a in adjusted]
 
     root = _summarise(log, found, scheduler, sched_line, after, details)
+    levels = {r: phase.finding_level(f.evidence) for r, f in found.items()}
     ctx = launch_context.read(log.markers, scheduler.state, scheduler.signal)
     clock = causes.clock_of(log)
     evs = causes.events(log, found, clock)
@@ -267,8 +276,13 @@ def classify(
         found["suspected_hang"] = _Finding(["the launcher flagged a suspected hang: no new iteration for "
                                             "max(hang_min_s, 5 x median step)"], after or 0)
         evs["suspected_hang"] = []  # the launcher's word has no time: priority places it
+    def level_then_priority(r: str) -> tuple[bool, int]:
+        """Error-level findings before warning-level ones (analysis.phase), then by PRIORITY."""
+        return levels.get(r) == phase.WARNING, _rank(r)
+
     failures, chain = timeline.order(
-        [r for r in found if r.split(":", 1)[0] in PRIORITY], evs, {r: f.details for r, f in found.items()}, _rank,
+        [r for r in found if r.split(":", 1)[0] in PRIORITY], evs, {r: f.details for r, f in found.items()},
+        level_then_priority,
         last_iteration_time=timeline.stamp(log.last_timestamp or "", clock.year), last_iteration_offset=after,
         root=root, step_s=(median_step_ms or 0) / 1000.0)
     if failures and failures[0] == "traceback" and chain.cause is not None:
@@ -294,6 +308,11 @@ def classify(
 
     if complete:
         post = [r for r in failures if found[r].offset > (after or -1)]
+        noise = [r for r in post if phase.is_teardown_noise(r, found[r].evidence)]
+        if noise:  # warnings printed while the process groups were torn down: not the run's result
+            post = [r for r in post if r not in noise]
+            failures = [r for r in failures if r not in noise]
+            flags.append("teardown_noise")
         killed = sched in ("timeout", "cancelled", "lost") or scheduler.exit_code in KILL_EXIT_CODES
         status, reason = "ok", None
         if any(r in ("slurm_time_limit", "cancelled", "nccl_timeout", "suspected_hang") for r in post) or killed:
@@ -311,6 +330,8 @@ def classify(
             flags.append("after_training_done")
         if "nan_inf" in found:
             return verdict("failed", "nan_inf")
+        if "diverged" in found:  # the numbers of a diverged run are no result, even when it ran to the end
+            return verdict("failed", "diverged")
         if issues:
             reason0, text0 = issues[0]
             found[reason0] = _Finding([t for r, t in issues if r == reason0], 0)
@@ -362,6 +383,23 @@ def _exception_of(f: _Finding, line: str) -> None:
     if line in f.evidence:
         f.evidence.remove(line)
     f.evidence.insert(1 if len(f.evidence) > 1 and "File \"" in f.evidence[0] else 0, line)
+
+
+def _attribute_device_assert(found: dict[str, _Finding], dispatcher: tuple[str | None, str | None]) -> None:
+    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.structure) in a run whose effective
+    dispatcher is flex, in a kernel that is not another library's, is the flex kernel's: ``assertion`` becomes
+    ``flex_kernel_assertion`` (with ``attributed_by: effective_dispatcher``)."""
+    f = found.get("assertion")
+    kind, backend = dispatcher
+    if f is None or not f.details.get("device_assert") or kind != "flex" or "flex_kernel_assertion" in found:
+        return
+    if structure.foreign_kernel(f.details.get("location"), f.evidence[-1] if f.evidence else ""):
+        return
+    f.details.update({"attributed_by": "effective_dispatcher", "backend": {"hybridep": "HybridEP"}.get(
+        backend or "", "DeepEP")})
+    if "num_rc_per_pe" in str(f.details.get("condition") or f.details.get("assertion") or ""):
+        f.details["hint"] = FLEX_HINT
+    found["flex_kernel_assertion"] = found.pop("assertion")
 
 
 def _int(value: Any) -> int | None:

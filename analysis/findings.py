@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis import catalogue
+from analysis import catalogue, health, structure
 from analysis.markers import EXCEPTION_RE, Marker
 from analysis.parse import ParsedLog
 
@@ -65,12 +65,16 @@ _CONTEXT_REASONS = frozenset({"flex_kernel_assertion", "flex_kernel_error", "ass
 
 
 def _in_dispatcher(markers: Sequence[Marker], m: Marker, frames: int = 3, window: int = 16384) -> bool:
-    """True when the line or one of the last ``frames`` traceback frames before it (same file, within ``window``
-    bytes) is inside DeepEP/HybridEP (``_FLEX_RE``)."""
+    """True when the line, one of the last ``frames`` traceback frames before it, or one of the C++ frames that
+    follow it (c10::Error prints its frames after the message; same file, within ``window`` bytes) is inside
+    DeepEP/HybridEP (``_FLEX_RE``)."""
     if _FLEX_RE.search(m.text):
         return True
-    near = [f for f in markers if f.kind == "frame" and f.file == m.file and m.offset - window < f.offset < m.offset]
-    return any(_FLEX_RE.search(f.text) for f in near[-frames:])
+    near = [f for f in markers if f.kind in ("frame", "cpp_frame") and f.file == m.file
+            and m.offset - window < f.offset < m.offset]
+    after = [f for f in markers if f.kind == "cpp_frame" and f.file == m.file and m.offset < f.offset < m.offset
+             + window][:4 * frames]
+    return any(_FLEX_RE.search(f.text) for f in near[-frames:] + after)
 
 
 def _backend(text: str, markers: Sequence[Marker], m: Marker) -> str:
@@ -94,6 +98,12 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
             details["assertion"] = text
         if _in_dispatcher(markers, m):
             reason = "flex_kernel_assertion"
+        elif structure.is_device_assert(text):
+            # a bare device-side assert: the run's dispatcher decides whose kernel it is (analysis.classify)
+            details["device_assert"] = True
+    elif reason == "hardware_failure" and structure.xid_reason(details.get("xid")) == "cuda_error":
+        reason = "cuda_error"  # an Xid the driver reports for an application's own fault (analysis.structure)
+        details["xid_application"] = True
     elif reason == "cuda_error" and _in_dispatcher(markers, m):
         reason = "flex_kernel_error"
     if reason == "flex_kernel_assertion":
@@ -194,6 +204,14 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
     elif "nan_inf" in found and "iteration" not in found["nan_inf"].details and len(s):
         # the NaN check fired before the iteration line was printed: it is the iteration after the last logged one
         found["nan_inf"].details["iteration"] = int(s.iteration[-1]) + 1
+    for h in health.series_findings(s, log.restart_first_iterations):  # the series' own health (analysis.health)
+        f = found.setdefault(h.reason, _Finding([], log.last_iteration_offset or 0, {"rank": None}
+                                                if h.reason == "nan_inf" else {}))
+        if h.reason == "nan_inf" and "iteration" in f.details and f.details["iteration"] <= h.iteration:
+            f.evidence.append(h.evidence)  # an earlier NaN already named; the vanished key backs it
+            continue
+        f.evidence.insert(0, h.evidence)
+        f.details.update({"iteration": h.iteration, **h.details})
     return found
 
 

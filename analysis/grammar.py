@@ -43,9 +43,15 @@ _MEM_BULK = {
     b"MB": re.compile(rb"\|" + _WS + b"max allocated:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|[^\n]*"),
 }
 _INFS = (float("inf"), float("-inf"))
-# where a glued print starts after an iteration line's "|": a rank/timestamp bracket ("[rank0]:", "[2026-...]") or
-# another iteration line (analysis.scanner.Scanner._glued)
-_GLUE_RE = re.compile(rb"\|[ \t]*(?=\[[\w :-]*\]|iteration[ \t]+\d+[ \t]*/)")
+# where a glued print starts after an iteration line's "|" (analysis.scanner.Scanner._glued): a bracket of a rank,
+# timestamp or c10/glog header ("[rank0]:", "[default3]:", "[2026-...]", "[W1121 17:30:14.409 TCPStore.cpp:141]"),
+# srun's "N: " label, a bare glog header ("E1121 17:30:14.409 ..."), a Python logging level or exception line, one
+# of Megatron's "> " prints, a Slurm line, or another iteration line. Megatron's own fields never start so (each is
+# " key: value |" with a lower-case key), so a print cut into the middle of a field is never taken for glue.
+_GLUE_RE = re.compile(
+    rb"\|[ \t]*(?=\[[^\]\r\n|]{0,80}\]|\d+:[ \t]|[IWEF]\d{4} \d\d:\d\d:\d\d|iteration[ \t]+\d+[ \t]*/"
+    rb"|(?:Traceback|INFO|WARNING|ERROR|DEBUG|CRITICAL|FATAL)\b|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b"
+    rb"|> |\*\*\* |srun: |slurmstepd: |NCCL )")
 
 # Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
 STANDARD_FIELDS: tuple[tuple[str, bytes], ...] = (
@@ -250,6 +256,7 @@ class _Layout:
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
     quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.bulkregion._quiet)
+    glued: bool = False  # the heads of glued lines (fields up to the glued print): partial rows, never "truncated"
 
     def clear(self) -> None:
         """Forget the rows and values."""

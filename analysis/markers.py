@@ -24,6 +24,7 @@ from analysis.grammar import MARKERS_KEPT
 from analysis.locate import gather
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+CPP_FRAME_RE = re.compile(r"^(?:\S+:\s*)?(?:frame #\d+: |Exception raised from \S+ at \S+:\d+)")
 
 # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", also a bare "Exception: ..."
 _EXCEPTION = r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:"
@@ -58,6 +59,11 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         re.compile(r"#SBATCH[ \t]+-|srun: (?:launch/slurm: _step_signal: )?(?:Force Terminated|Terminating) "
                    r"(?:StepId=|job step)|Job step aborted: Waiting up to|exiting program after receiving"),
     ),
+    # a C++ stack frame or the header of one, as PyTorch's c10::Error prints them (c10/util/Exception.cpp,
+    # Backtrace.cpp: "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:670 (most recent
+    # call first):", then "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f.. in
+    # libc10.so)"): context for the error above it, never an exception or a failure line of its own
+    ("cpp_frame", ("frame #", "exception raised from "), CPP_FRAME_RE),
     # Bridge/Megatron end-of-training marker (FACTS §6; CASES C08)
     ("training_done", ("[after training is done]",), re.compile(r"\[after training is done\]")),
     ("traceback", ("traceback (most recent call last)",), re.compile(r"Traceback \(most recent call last\)")),
@@ -113,6 +119,8 @@ def marker_kind(text: str) -> str | None:
     low = text.lower()
     if "[payload] error" in low and _KINDS[0][2].search(text):
         return "payload_error"
+    if ("frame #" in low or "exception raised from " in low) and CPP_FRAME_RE.search(text):
+        return "cpp_frame"  # (before the catalogue: a frame's C++ names are not the error's message)
     if catalogue.TRIGGER_RE.search(low) is not None:
         hit = catalogue.match(text)
         if hit is not None:

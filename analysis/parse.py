@@ -21,7 +21,8 @@ tests/analysis/fixtures):
 Damage rules: an iteration line is dropped and counted in ``damaged_lines`` unless every character is one that a
 Megatron iteration line can hold (ASCII letters, digits, `` _/().,+-:|``), each ``|``-separated field is one
 ``key: number`` pair (optionally ``(avg number)``), the line ends with ``|`` and it has the elapsed-time field.
-A line cut right after a ``|`` is dropped when other lines of the log start with the same keys and go on.
+A line cut right after a ``|`` is dropped when other lines of the log start with the same keys and go on; a line
+with another print glued after a ``|`` (``grammar._GLUE_RE``) keeps the fields before it (``IterationSeries.partial``).
 Truncated lines, another rank's output or binary bytes spliced into the line therefore never yield a number.
 When several lines give the same iteration number, the last one wins (a later restart file re-ran it).
 
@@ -87,6 +88,8 @@ class IterationSeries:
     global_batch_size: np.ndarray
     nonfinite: np.ndarray  # bool: the line printed nan or inf in some field
     extra_losses: dict[str, np.ndarray] = field(default_factory=dict)
+    partial: np.ndarray | None = None  # bool: read from the head of a line another print was glued to (its later
+    # fields are unknown, not missing); None: no such row
 
     def __len__(self) -> int:
         return int(self.iteration.size)
@@ -165,6 +168,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         cols["step_ms"] = np.array(scanner.step_only, dtype=np.float64)
         cols["tflops"] = np.array(scanner.step_only_tflops, dtype=np.float64)
         cols["nonfinite"] = np.zeros(n, dtype=bool)
+        cols["partial"] = np.zeros(n, dtype=bool)
         source = "step_time_line" if np.isfinite(cols["tflops"]).any() else None
     else:
         if it.size > 1 and not (it[1:] > it[:-1]).all():  # (no int64 temporary of the size of the column)
@@ -193,6 +197,7 @@ def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:
         grad_norm=cols["grad_norm"],
         nonfinite=cols["nonfinite"],
         extra_losses=extras,
+        partial=cols["partial"] if cols["partial"].any() else None,
         **ints,
     )
     return series, source

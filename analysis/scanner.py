@@ -48,6 +48,8 @@ from analysis.grammar import (
 )
 from analysis.markers import MarkerBag, clean_line
 
+_GLUED = b"\x00glued"  # the key of a glued head's layout in ``Scanner.layouts`` (no real key holds a NUL byte)
+
 
 class Scanner(BulkRegions):
     """Chunked scanner state. Call :meth:`begin_file`, :meth:`feed` (any chunking), :meth:`end_file` per file."""
@@ -62,6 +64,7 @@ class Scanner(BulkRegions):
         self._layout_without_tflops = False  # then Step Time lines must be paired with iteration lines
         self._fast: _Layout | None = None  # the layout of the last accepted line, when it has a throughput field
         self.nonfinite_rows = array("q")  # rows with a NaN or Inf value in any field
+        self.partial_rows = array("q")  # rows read from a glued line's head (its later fields unknown)
         self.tflops_from_lines = False  # set by columns()
         self.step_tflops_rows = array("q")  # rows whose throughput comes from a paired Step Time line
         self.step_tflops_vals = array("d")
@@ -246,8 +249,10 @@ class Scanner(BulkRegions):
             self.pending = float(steps[-1][1]) if steps[-1][1] else _NAN
         self._last_line(last, buf, pos, base)
 
-    def _line(self, n: bytes, total: bytes, rest: bytes, buf: bytes, at: int, pos: int, base: int) -> bool:
-        """One iteration line ``iteration N/ M |rest`` starting at ``buf[at]``; False when it is damaged."""
+    def _line(self, n: bytes, total: bytes, rest: bytes, buf: bytes, at: int, pos: int, base: int,
+              glued: bool = False) -> bool:
+        """One iteration line ``iteration N/ M |rest`` starting at ``buf[at]``; False when it is damaged.
+        ``glued``: ``rest`` is the head of a line another print was glued to (:meth:`_glued`)."""
         if b"\x1b" in rest:
             rest = _ANSI_B.sub(b"", rest)
         if len(n) > 18 or len(total) > 18:  # int64 holds any 18-digit number; a longer one is damage
@@ -260,7 +265,7 @@ class Scanner(BulkRegions):
             # a field without exactly one ':' or text after the last '|' (truncated), unless another print follows
             return self._glued(n, total, rest, buf, at, pos, base)
         keys = parts[0::2]
-        layout = self._last_layout if keys == self._last_keys else self._layout(keys)
+        layout = self._last_layout if keys == self._last_keys and not glued else self._layout(keys, glued)
         if layout is None:
             self.damaged += 1
             return False
@@ -278,7 +283,9 @@ class Scanner(BulkRegions):
         layout.rows.add(row)
         for column, value in zip(layout.columns, layout.getter(floats), strict=True):
             column.append(value)
-        if layout.has_tflops:
+        if layout.glued:
+            self.partial_rows.append(row)
+        elif layout.has_tflops:
             self._fast = layout
         pending = self.pending
         if pending is not None:
@@ -305,7 +312,7 @@ class Scanner(BulkRegions):
             self.damaged += 1
             return False
         head, tail = rest[: cut.start() + 1], rest[cut.start() + 1:]
-        ok = self._line(n, total, head, buf, at, pos, base)
+        ok = self._line(n, total, head, buf, at, pos, base, glued=True)
         nxt = ITER_RE.search(tail)
         if nxt is not None and nxt.group(3) is not None:
             self._line(nxt.group(3), nxt.group(4), nxt.group(5), buf, at, pos, base)
@@ -316,10 +323,23 @@ class Scanner(BulkRegions):
             self.last_off = base + last.start()
             self.last_ts = _timestamp(buf, last.start(), pos) or self.last_ts
 
-    def _layout(self, keys: list[bytes]) -> _Layout | None:
-        """The layout of a key sequence (cached); None when the sequence lacks the elapsed-time field."""
+    def _layout(self, keys: list[bytes], glued: bool = False) -> _Layout | None:
+        """The layout of a key sequence (cached); None when the sequence lacks the elapsed-time field.
+
+        ``glued``: the keys of a glued line's head. They get a layout of their own (``glued``: its rows are
+        partial, never dropped as truncated, and neither make the bulk path's layout nor turn Step Time reading
+        on), unless a whole line already has exactly these keys."""
         key = tuple(keys)
         layout = self.layouts.get(key)
+        if layout is None and glued:
+            layout = self.layouts.get((_GLUED,) + key)
+            if layout is None:
+                layout = _make_layout(keys)
+                if layout is None:
+                    return None
+                layout.glued = True
+                self.layouts[(_GLUED,) + key] = layout
+            return layout
         if layout is None:
             layout = _make_layout(keys)
             if layout is None:
@@ -338,7 +358,8 @@ class Scanner(BulkRegions):
     def _truncated(self, layout: _Layout) -> bool:
         """True when ``layout``'s keys are a strict prefix of another layout's keys: its lines were cut at a "|"."""
         n = len(layout.keys)
-        return any(len(o.keys) > n and o.keys[:n] == layout.keys and len(o.rows) for o in self.layouts.values())
+        return not layout.glued and any(len(o.keys) > n and o.keys[:n] == layout.keys and len(o.rows)
+                                        and not o.glued for o in self.layouts.values())
 
     def drop_truncated(self) -> None:
         """Count the rows of truncated layouts as damaged and forget them (call once, before :meth:`columns`)."""
@@ -380,6 +401,8 @@ class Scanner(BulkRegions):
                 layout.clear()  # release the raw columns as we go
         cols["nonfinite"] = np.zeros(n, dtype=bool)
         cols["nonfinite"][np.array(self.nonfinite_rows, dtype=np.int64)] = True
+        cols["partial"] = np.zeros(n, dtype=bool)
+        cols["partial"][np.array(self.partial_rows, dtype=np.int64)] = True
         if len(self.step_tflops_rows):
             if not cols["tflops"].flags.writeable:
                 cols["tflops"] = np.array(cols["tflops"])

@@ -92,9 +92,13 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("hardware", "node_failure", ("node failure on", "node_fail", "boot_fail"),
      r"Node failure on (?P<host>[\w.-]+)|\bNODE_FAIL\b|\bBOOT_FAIL\b",
      "SchedMD/slurm srun/sbatch 'Node failure on %s'; sacct JOB STATE CODES"),
+    # the code follows the optional PCI address: "NVRM: Xid (PCI:0000:3b:00): 79, pid=...", older drivers
+    # "NVRM: Xid (0000:3b:00): 79, ...", DCGM / monitoring "XID error 79", "Xid 79", "xid=79", "Xid: 79"
     ("hardware", "hardware_failure", ("xid",),
-     r"\bXid\b[^\d]{0,40}(?P<xid>\d+)",
-     "NVIDIA driver NVRM Xid messages (docs.nvidia.com/deploy/xid-errors); NCCL issue 1610 comments"),
+     r"(?i)\bXid\b(?: errors?)?(?:\s*\((?:PCI:)?[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}(?:\.[0-9a-f])?\))?"
+     r"\s*(?:[:=#]|error|code)?\s*(?P<xid>\d{1,3})\b",
+     "NVIDIA driver NVRM Xid messages, 'NVRM: Xid (PCI:%04x:%02x:%02x): %d, ...' (docs.nvidia.com/deploy/xid-errors); "
+     "NCCL issue 1610 comments"),
     ("hardware", "hardware_failure", ("ecc", "fallen off the bus", "uncorrectable", "row remap", "page retirement",
                                       "hardware error", "nvlink error"),
      r"(?i)uncorrectable (?:ECC|memory|NVLink)? ?error|\bECC error|ECC_UNCORRECTABLE|ECCUncorrectable"
@@ -106,11 +110,22 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|cudaErrorMemoryAllocation"
      r"|CUDA_ERROR_OUT_OF_MEMORY|\bout of memory\b.*\bGPU\b",
      "pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp ('CUDA out of memory. Tried to allocate ...')"),
+    # slurmstepd's accounting warning kills nothing: the cgroup's memory limit was reached (failcnt > 0) at some
+    # point, page cache included; it is no OOM kill (first entry wins, so it comes before host_oom)
+    ("memory", "memory_limit_warning", ("at some point",),
+     r"(?i)Exceeded (?:job|step) memory limit at some point",
+     "SchedMD/slurm src/plugins/task/cgroup/task_cgroup_memory.c ('Exceeded %s memory limit at some point.', "
+     "logged when memory.failcnt > 0, without a kill)"),
+    # a kill: the cgroup's oom_kill events, jobacct_gather's over-limit kill, srun's task state, the kernel's OOM
+    # killer (dmesg), sacct's OUT_OF_MEMORY state
     ("memory", "host_oom", ("oom_kill event", "oom-kill event", "oom killed", "oom-killed", "out of memory",
-                            "memory limit", "out_of_memory", "oom-killer", "killed process"),
-     r"(?i)Detected \d+ oom[-_]kill events?|oom[- ]killed|task \S+: Out Of Memory|exceeded (?:job )?memory limit"
-     r"|\bOUT_OF_MEMORY\b|oom-killer|Memory cgroup out of memory|Killed process \d+|Out of memory: Kill",
-     "SchedMD/slurm src/plugins/cgroup/v2 ('Detected %lu oom_kill event%s in %ps'), srun task state 'Out Of Memory'"),
+                            "being killed", "out_of_memory", "oom-killer", "killed process", "oom-kill:"),
+     r"(?i)Detected \d+ oom[-_]kill events?|oom[- ]killed|task \S+: Out Of Memory"
+     r"|exceeded (?:job |step )?memory limit \([^)]*\),? being killed|\bOUT_OF_MEMORY\b|oom-killer"
+     r"|Memory cgroup out of memory|Killed process \d+|Out of memory: Kill|oom-kill:",
+     "SchedMD/slurm src/plugins/cgroup/v2 ('Detected %lu oom_kill event%s in %ps'), "
+     "src/plugins/jobacct_gather/common ('Step %s exceeded memory limit (%lu > %lu), being killed'), srun task "
+     "state 'Out Of Memory'; Linux mm/oom_kill.c ('Out of memory: Killed process %d', 'oom-kill:')"),
     # ---- preemption and requeue
     ("preemption", "preempted", ("due to preemption", "due to job requeue"),
      r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT \S+ DUE TO (?P<state>PREEMPTION|JOB REQUEUE)",
@@ -134,7 +149,8 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     # ---- assertions
     ("assertion", "assertion", ("assertion failed: ", "assertion `", "assertion '"),
      r"Assertion failed: (?P<location>[^,]+?)(?:, condition: (?P<condition>.*))?$"
-     r"|(?P<location2>\S+): .*Assertion [`'](?P<condition2>.*)[`'] failed",
+     r"|(?P<location2>[^\s\[\]]+:\d+): .*Assertion [`'](?P<condition2>.*)[`'] failed"
+     r"|Assertion [`'](?P<condition3>.*)[`'] failed",
      "glibc assert(3) ('file:line: func: Assertion `cond' failed.'); CUDA device assert ('Assertion `cond` failed.')"),
     ("assertion", "assertion", ("assertionerror",),
      r"\bAssertionError\b",
@@ -168,9 +184,9 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"|ibv_\w+ failed|IBV_WC_\w+_ERR",
      "NVIDIA/nccl src/transport/net_ib.cc ('NET/IB: Got completion from peer %s with status=...')"),
     ("network", "nccl_error", ("diststoreerror", "distnetworkerror", "rendezvoustimeouterror",
-                               "connection reset by peer", "socket timeout", "connection refused"),
+                               "connection reset by peer", "socket timeout", "connection refused", "broken pipe"),
      r"DistStoreError|DistNetworkError|RendezvousTimeoutError|(?i:connection reset by peer|socket timeout"
-     r"|connection refused)",
+     r"|connection refused|\[c10d\].*broken pipe)",
      "pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp, socket.cpp; torch elastic rendezvous"),
     ("network", "nccl_timeout", ("timeout", "timed out", "time out", "timedout", "time-out", "timed-out"),
      r"(?i)\bnccl\w*\b.*\btime(?:d)?[ -]?out", "family fallback: a timeout in an NCCL message"),

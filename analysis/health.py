@@ -1,0 +1,177 @@
+"""In-run health from the iteration series itself: which keys each logged line carries and how the values move.
+
+Two findings, both without a baseline (the baseline's loss-parity and grad-norm gate in :mod:`analysis.compare`
+is unchanged):
+
+- **A loss key that vanishes means a NaN/Inf/<=0 loss.** Megatron-LM's ``training_log``
+  (megatron/training/training.py, core_r0.x and main) sums each loss of the non-skipped iterations of a log
+  interval and prints ``' {key}: {avg:.6E} |'`` only ``if avg > 0.0`` (``>= 0.0`` in later releases): a NaN or
+  Inf average fails the comparison, so the key is simply left out of the line. Its ``number of nan iterations``
+  counter counts only NaN/Inf losses of *skipped* iterations (``got_nan`` is set in the ``skipped_iter`` branch),
+  so a bf16 run whose loss turns NaN prints lines without ``lm loss`` while the counter stays 0. A key that an
+  earlier line carried and a later line lacks is therefore a non-finite (or <= 0) loss from that line's interval
+  on, unless every iteration of that interval was skipped (fp16 loss-scale warm-up: nothing was summed, the
+  average is 0 and the key is left out too; the line then reports ``number of skipped iterations: N`` with N the
+  interval's length). Rows read from a glued line's head (``IterationSeries.partial``) are not evidence: their
+  later fields are unknown, not missing.
+- **Divergence within one run.** Loss and grad norm are compared with their own running level, the median of the
+  ``WINDOW`` previous finite values (at least ``MIN_HISTORY``): a grad norm at >= ``GRAD_FACTOR`` x its level or a
+  loss at >= ``LOSS_FACTOR`` x its level is a blow-up. It is ``diverged`` when it persists (the median of the next
+  three logged values, or of those there are, is still at >= half the factor) or, on the last line logged, when
+  the other series left its level too (a loss at >= ``JOINT_LOSS_FACTOR`` x its level with the grad norm, a grad
+  norm at >= ``JOINT_GRAD_FACTOR`` x with the loss). A single spike that comes back is noise. The factors are orders
+  of magnitude, far beyond the spikes of healthy training (loss spikes of 1.5-3x, grad-norm spikes of 10-60x early
+  in training), so a noisy decreasing loss curve never trips them. Skipped iterations (fp16 overflow: no grad norm,
+  no loss summed) and glued partial rows are left out.
+
+Cost: O(n) numpy passes; the exact running median is computed only for the few rows that pass a cheap bound (a
+value >= factor x the running minimum of everything before it, which every blow-up does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from analysis.parse import IterationSeries
+
+WINDOW = 20  # previous finite values whose median is the running level
+MIN_HISTORY = 4  # a level needs at least this many previous finite values
+GRAD_FACTOR = 100.0  # grad norm at >= 100x its running level: blown up
+LOSS_FACTOR = 10.0  # loss at >= 10x its running level: blown up (cross-entropy never spikes 10x when healthy)
+JOINT_LOSS_FACTOR = 2.0  # a grad-norm blow-up on the last line counts when the loss is at >= 2x its level
+JOINT_GRAD_FACTOR = 10.0  # a loss blow-up on the last line counts when the grad norm is at >= 10x its level
+
+_LM = "lm loss"
+
+
+@dataclass(frozen=True)
+class HealthFinding:
+    """One series finding: ``reason`` ("nan_inf" or "diverged"), the first ``iteration`` it concerns (the logged
+    iteration number), one ``evidence`` line per finding and its ``details`` (``key``, ``value``, ``level``,
+    ``factor``; units as logged)."""
+
+    reason: str
+    iteration: int
+    evidence: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _losses(series: IterationSeries) -> dict[str, np.ndarray]:
+    return {_LM: series.lm_loss, **series.extra_losses}
+
+
+def _skipped_all(series: IterationSeries) -> np.ndarray:
+    """Rows whose whole log interval was skipped (the skipped count covers the iterations since the previous
+    logged line; on the first row any skipped count does): Megatron summed no loss there."""
+    it = series.iteration
+    skipped = np.asarray(series.skipped)
+    gap = np.empty(it.size, np.int64)
+    if it.size:
+        gap[0] = 1
+        gap[1:] = np.maximum(it[1:] - it[:-1], 1)
+    return (skipped > 0) & ((skipped >= gap) | (np.arange(it.size) == 0))
+
+
+def vanished_losses(series: IterationSeries, restarts: Sequence[int] = ()) -> list[HealthFinding]:
+    """A ``nan_inf`` finding per loss key that an earlier line carried and a later, not wholly skipped, line lacks
+    (see the module docstring); at most one per key, at its first such line. ``restarts``: the first iteration of
+    each later log file (``ParsedLog.restart_first_iterations``): a key absent from a restarted file's very first
+    line on and never back is a new configuration, not a NaN."""
+    n = len(series)
+    if n < 2:
+        return []
+    partial = series.partial if series.partial is not None else np.zeros(n, bool)
+    quiet = _skipped_all(series) | partial | series.nonfinite  # a printed "nan" is read elsewhere (nonfinite)
+    out = []
+    for key, values in _losses(series).items():
+        present = ~np.isnan(values)
+        if not present.any():
+            continue
+        seen = np.maximum.accumulate(present)
+        gone = np.flatnonzero(seen & ~present & ~quiet)
+        gone = gone[gone > int(np.argmax(present))]
+        if not gone.size:
+            continue
+        i = int(gone[0])
+        it = int(series.iteration[i])
+        if it in restarts and not present[i:].any():
+            continue
+        last = int(np.flatnonzero(present[:i])[-1])
+        out.append(HealthFinding(
+            "nan_inf", it,
+            f"iteration {it}: '{key}' is missing from the iteration line (last logged {values[last]:.6g} at "
+            f"iteration {int(series.iteration[last])}); Megatron prints a loss only when its average is > 0, so "
+            "it was NaN, Inf or <= 0", {"key": key, "vanished": True, "last_value": float(values[last])}))
+    return out
+
+
+def _level(values: np.ndarray, i: int) -> float | None:
+    """The median of the WINDOW finite values before row ``i`` (None with fewer than MIN_HISTORY)."""
+    before = values[max(0, i - 4 * WINDOW):i]
+    before = before[np.isfinite(before) & (before > 0)][-WINDOW:]
+    return float(np.median(before)) if before.size >= MIN_HISTORY else None
+
+
+def _blowups(values: np.ndarray, factor: float) -> list[tuple[int, float]]:
+    """(row, level) of each value at >= factor x its running level, in order."""
+    v = np.where(np.isfinite(values) & (values > 0), values, np.inf)
+    floor = np.minimum.accumulate(v)  # running minimum: the level of any window before is >= it
+    bound = np.empty_like(floor)
+    bound[0], bound[1:] = np.inf, floor[:-1]
+    candidates = np.flatnonzero(np.isfinite(values) & (values >= factor * bound))
+    out = []
+    for i in candidates.tolist():
+        level = _level(values, i)
+        if level is not None and values[i] >= factor * level:
+            out.append((i, level))
+    return out
+
+
+def divergence(series: IterationSeries) -> HealthFinding | None:
+    """The first ``diverged`` finding of the series (module docstring), or None."""
+    n = len(series)
+    if n < MIN_HISTORY + 1:
+        return None
+    keep = ~_skipped_all(series)
+    if series.partial is not None:
+        keep &= ~series.partial
+    rows = np.flatnonzero(keep)
+    loss = np.asarray(series.lm_loss, np.float64)[rows]
+    grad = np.asarray(series.grad_norm, np.float64)[rows]
+    hits: list[tuple[int, str, float, float]] = []  # (row among ``rows``, key, level, factor)
+    series_of = {"grad norm": (grad, GRAD_FACTOR, JOINT_GRAD_FACTOR), _LM: (loss, LOSS_FACTOR, JOINT_LOSS_FACTOR)}
+    for key, (values, factor, _) in series_of.items():
+        other, _, joint_factor = series_of[_LM if key == "grad norm" else "grad norm"]
+        for i, level in _blowups(values, factor):
+            later = values[i + 1:][np.isfinite(values[i + 1:])]
+            if later.size:  # a spike that comes back is noise: most of the next (up to) 3 values stay up
+                persists = bool(np.median(later[:3]) >= factor / 2 * level)
+            else:  # the last value logged: diverged when the other series left its level too
+                other_level = _level(other, i)
+                persists = other_level is not None and bool(np.isfinite(other[i])) \
+                    and bool(other[i] >= joint_factor * other_level)
+            if persists:
+                hits.append((i, key, level, float(values[i] / level)))
+                break
+    if not hits:
+        return None
+    i, key, level, ratio = min(hits)
+    row = int(rows[i])
+    it = int(series.iteration[row])
+    value = float((grad if key == "grad norm" else loss)[i])
+    return HealthFinding(
+        "diverged", it,
+        f"iteration {it}: {key} {value:.6g} is {ratio:.3g}x its running level {level:.6g} (median of the previous "
+        f"{WINDOW} logged values) and does not come back", {"key": key, "value": value, "level": level,
+                                                             "factor": ratio})
+
+
+def series_findings(series: IterationSeries, restarts: Sequence[int] = ()) -> list[HealthFinding]:
+    """Every health finding of a series: vanished losses (``nan_inf``), then divergence (``diverged``)."""
+    found = vanished_losses(series, restarts)
+    div = divergence(series)
+    return found + ([div] if div is not None else [])
