@@ -47,8 +47,10 @@ def test_migration_v1_to_v2(pg_url):
     with HistoryStore(pg_url, migrate_to=1) as store:
         assert store.version() == 1
         assert "loss_last" not in {c["name"] for c in inspect(store.engine).get_columns("runs")}
-    with HistoryStore(pg_url) as store:
+    with HistoryStore(pg_url, migrate_to=2) as store:
         assert store.applied == (2,) and store.version() == 2
+    with HistoryStore(pg_url) as store:
+        assert store.applied == (3,) and store.version() == 3
     assert record_summary(pg_url, GOLDEN_SWEEP).runs == 6
 
 
