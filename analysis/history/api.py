@@ -12,9 +12,9 @@ and subclasses (exit 5).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import date
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 

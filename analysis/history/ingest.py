@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from analysis.history.errors import HistoryInputError

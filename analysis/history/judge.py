@@ -15,8 +15,8 @@ from statistics import median
 from typing import Any
 
 from analysis.history.detect import judge_metric
-from analysis.history.parts import PARTS_ORDER, parts_moved
 from analysis.history.errors import HistoryInputError
+from analysis.history.parts import PARTS_ORDER, parts_moved
 from analysis.history.records import (
     MISSING_TONIGHT,
     NOT_TIMED,

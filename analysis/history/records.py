@@ -35,7 +35,8 @@ METRICS = (STEP_TIME, SPEEDUP)
 # Run outcomes (CONTRACTS §4) whose step times count as performance samples. `validated` runs never trained.
 TIMED_STATUSES = ("ok", "ok_with_warning")
 
-# Exit codes (CONTRACTS §5) that the history stage contributes.
+# Settings of the history group that are not judgement settings: where the night is told (analysis/history/outlets)
+OUTLET_KEYS = ("notify", "notify_format", "notify_timeout_s", "page_url", "mlflow", "mlflow_experiment")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +85,7 @@ class HistoryConfig:
         Raises ``ValueError`` listing the valid keys when a key is unknown.
         """
         valid = {f.name for f in fields(cls)}
-        ignored = {"url", "enabled"}
+        ignored = {"url", "enabled", *OUTLET_KEYS}
         unknown = sorted(set(values) - valid - ignored)
         if unknown:
             raise ValueError(f"unknown history key(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid | ignored))}")
@@ -263,6 +264,9 @@ class MetricJudgement:
     p_iterations: float | None = None
     nights: tuple[date, ...] = ()
     note: str = ""
+    interval: tuple[float, float] | None = None
+    """Tonight's interval of ``tonight``: the analysis's confidence interval when one sweep gave it, else the
+    range of tonight's per-run values (two runs or more); None when neither is known."""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -273,6 +277,7 @@ class MetricJudgement:
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["nights"] = [d.isoformat() for d in self.nights]
+        out["interval"] = list(self.interval) if self.interval else None
         return out
 
 
