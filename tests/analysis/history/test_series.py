@@ -105,3 +105,55 @@ def test_migration_to_v3_fills_the_container_profile(sqlite_url):
 def test_migration_to_v3_fills_the_container_profile_on_postgres(pg_url):
     v2_database_with_two_series(pg_url)
     check_v3_split_the_series(pg_url)
+
+
+WRITER = """
+import sys, time
+from analysis.history import record_summary
+url, start = sys.argv[1], float(sys.argv[2])
+while time.time() < start:
+    time.sleep(0.005)
+for d in sys.argv[3:]:
+    record_summary(url, d, timeout_s=120)
+"""
+
+
+def two_writers_three_series(url: str, root) -> dict:
+    """Two processes record the nights of three series at once (each writer takes every other folder)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.analysis.history.concurrent import REPO
+
+    folders = three_series(root)
+    flat = [d for ds in folders.values() for d in ds]
+    start = time.time() + 4.0
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, str(start), *map(str, flat[k::2])], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    return folders
+
+
+def check_three_series(url: str, folders: dict, tmp_path) -> None:
+    from analysis.history import HistoryStore
+
+    with HistoryStore(url) as store:
+        assert store.series() == sorted(THREE)
+        assert all(len(store.nights(s)) == 6 for s in THREE)
+    assert judge_sweep(url, folders[THREE[0]][-1].name).exit_code == 4
+    assert judge_sweep(url, folders[THREE[1]][-1].name).exit_code == 0
+    page = write_trend_page(url, tmp_path / "all.html").read_text()
+    assert page.count("<section id='series-") == 3
+
+
+@pytest.mark.slow
+def test_three_series_two_writers_on_sqlite(tmp_path, sqlite_url):
+    check_three_series(sqlite_url, two_writers_three_series(sqlite_url, tmp_path / "results"), tmp_path)
+
+
+@pytest.mark.postgres
+def test_three_series_two_writers_on_postgres(tmp_path, pg_url):
+    check_three_series(pg_url, two_writers_three_series(pg_url, tmp_path / "results"), tmp_path)
