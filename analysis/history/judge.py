@@ -16,7 +16,7 @@ from typing import Any
 
 from analysis.history.detect import judge_metric
 from analysis.history.errors import HistoryInputError
-from analysis.history.parts import PARTS_ORDER, parts_moved
+from analysis.history.parts import PARTS_ORDER, Profiled, parts_moved
 from analysis.history.records import (
     MISSING_TONIGHT,
     NOT_TIMED,
@@ -183,7 +183,8 @@ def _judge_variant(t: VariantNight, past: list[VariantNight], config: HistoryCon
         step = _missing(STEP_TIME, "no successful run tonight: " + ("; ".join(t.statuses) or "no run"))
     else:
         step = judge_metric(STEP_TIME, t.step, [e.step for e in past if e.step], config, lower_is_better=True)
-    moved, parts_note = parts_moved(t, past, step, config)
+    moved, parts_note = parts_moved(Profiled(t.night, t.breakdown), [Profiled(e.night, e.breakdown) for e in past],
+                                    step, config)
     speedup = None
     if t.role != "baseline" and (t.baseline_variant or any(e.speedup for e in past)):
         if t.speedup is None:

@@ -15,13 +15,19 @@ per-part spread to test against; the step-time verdict stays the judge of whethe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
 from statistics import median
-from typing import TYPE_CHECKING
 
 from analysis.history.records import HistoryConfig, MetricJudgement, PartChange
 
-if TYPE_CHECKING:
-    from analysis.history.judge import VariantNight
+
+@dataclass(frozen=True)
+class Profiled:
+    """One night's breakdown of a variant: (part, ms per profiled step) pairs; empty when it was not profiled."""
+
+    night: date
+    breakdown: tuple[tuple[str, float], ...]
 
 # analysis/profile_breakdown.py PARTS (kept here so that judging imports no NumPy trace code), then the step total
 PARTS_ORDER = ("expert_gemm", "dense_gemm", "attention", "other_compute", "comm_exposed", "idle", "step")
@@ -32,7 +38,7 @@ def _step_of(parts: dict[str, float]) -> float:
     return parts.get(STEP) or sum(v for k, v in parts.items() if k != STEP)
 
 
-def parts_moved(tonight: VariantNight, past: Sequence[VariantNight], step: MetricJudgement,
+def parts_moved(tonight: Profiled, past: Sequence[Profiled], step: MetricJudgement,
                 config: HistoryConfig) -> tuple[tuple[PartChange, ...], str]:
     """The parts of ``tonight``'s breakdown that moved against the profiled nights before it, and a note saying
     what they were compared with (or why nothing was). Empty when tonight was not profiled."""

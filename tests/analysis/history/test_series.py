@@ -157,3 +157,16 @@ def test_three_series_two_writers_on_sqlite(tmp_path, sqlite_url):
 @pytest.mark.postgres
 def test_three_series_two_writers_on_postgres(tmp_path, pg_url):
     check_three_series(pg_url, two_writers_three_series(pg_url, tmp_path / "results"), tmp_path)
+
+
+def test_cli_trend_of_one_series(tmp_path, sqlite_url):
+    from analysis.history.__main__ import main
+
+    for ds in three_series(tmp_path / "results", nights=4).values():
+        for d in ds:
+            record_summary(sqlite_url, d)
+    out = tmp_path / "one.html"
+    assert main(["trend", "--url", sqlite_url, "--out", str(out), "--series", str(THREE[1])]) == 0
+    assert out.read_text().count("<section id='series-") == 1
+    assert main(["judge", "--url", sqlite_url]) == 2  # three series match: name one (a usage error, nothing written)
+    assert main(["judge", "--url", sqlite_url, "--series", str(THREE[1])]) == 0
