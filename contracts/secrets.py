@@ -5,9 +5,29 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 MASK = "***"
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+SECRET_URL_KEYS = ("notify",)
+"""Config keys whose value is a URL that carries its own credential (a Slack incoming webhook): shown and stored as
+``scheme://host/***`` (:func:`mask_url`), unless the value is ``env:NAME`` (a name, not the secret)."""
+
+
+def mask_url(url: str) -> str:
+    """``scheme://host/***``: what may be shown of a URL whose path, query or user part is a secret (a webhook).
+    ``env:NAME`` and other non-URLs without ``://`` are returned as they are."""
+    text = str(url)
+    if "://" not in text:
+        return text
+    parts = urlsplit(text)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}/{MASK}"
+
+
+def _secret_url(key: Any, value: Any) -> bool:
+    return isinstance(key, str) and key in SECRET_URL_KEYS and isinstance(value, str) and "://" in value
 
 
 def is_secret(name: str, secret_env: Iterable[str] = ()) -> bool:
@@ -51,7 +71,7 @@ def mask_config(cfg: Any, secret_env: Iterable[str] = ()) -> Any:
     """
     extra = tuple(secret_env)
     if isinstance(cfg, Mapping):
-        return {k: (MASK if isinstance(k, str) and is_secret(k, extra)
+        return {k: (mask_url(v) if _secret_url(k, v) else MASK if isinstance(k, str) and is_secret(k, extra)
                     and not isinstance(v, Mapping | list | tuple | bool) and v is not None
                     else mask_config(v, extra)) for k, v in cfg.items()}
     if isinstance(cfg, list | tuple):
@@ -65,4 +85,6 @@ def mask_override(text: str, secret_env: Iterable[str] = ()) -> str:
     key, sep, value = text.partition("=")
     if value.strip().lower() in ("true", "false", "null", ""):
         return text
+    if sep and _secret_url(key.lstrip("+~").split(".")[-1], value.strip("'\"")):
+        return f"{key}={mask_url(value.strip(chr(39) + chr(34)))}"
     return f"{key}={MASK}" if sep and is_secret(key.lstrip("+~").split(".")[-1], tuple(secret_env)) else text

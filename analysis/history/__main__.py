@@ -1,9 +1,10 @@
 """Command line of the history stage (the sweep's ``action=collect`` calls the same functions).
 
     python -m analysis.history record SWEEP_DIR_OR_SUMMARY [--manifest M] [--url URL]
-    python -m analysis.history judge [--night YYYY-MM-DD | --sweep-id ID] [--preset P --model M --cluster C]
+    python -m analysis.history judge [--night YYYY-MM-DD | --sweep-id ID] [--series P/M/C[/K] | --preset P ...]
                                      [--window 7 --threshold 0.05] [--json OUT] [--url URL]
-    python -m analysis.history trend --out history.html [--night ...] [--nights 60] [--url URL]
+    python -m analysis.history trend --out history.html [--series P/M/C[/K]] [--night ...] [--nights 60] [--url URL]
+                                     (every series, a section each, unless --series or --preset... pick some)
 
 Exit codes (CONTRACTS §5): 0 fine, 4 a regression flagged (judge), 2 bad input, 5 database unusable, 1 a bug.
 """
@@ -45,8 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--manifest", help="manifest.json (default: the sweep folder's)")
     pick = argparse.ArgumentParser(add_help=False)
     pick.add_argument("--night", help="YYYY-MM-DD (default: the latest recorded)")
-    for k in ("preset", "model", "cluster"):
-        pick.add_argument(f"--{k}", help=f"series {k} (needed only when several series match)")
+    pick.add_argument("--series", help="preset/model/cluster[/container]: one series (trend: one page of it)")
+    for k in ("preset", "model", "cluster", "container"):
+        pick.add_argument(f"--{k}", help=f"series {k} (judge: needed only when several series match)")
     for k, default in (("window", 7), ("min-nights", 3)):
         pick.add_argument(f"--{k}", type=int, default=default)
     for k, default in (("threshold", 0.05), ("alpha", 0.05), ("noise-k", 3.0)):
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         config = HistoryConfig(window=args.window, threshold=args.threshold, alpha=args.alpha,
                                noise_k=args.noise_k, min_nights=args.min_nights)
-        sel = dict(preset=args.preset, model=args.model, cluster=args.cluster)
+        sel = dict(series=args.series, preset=args.preset, model=args.model, cluster=args.cluster,
+                   container=args.container)
         if args.command == "trend":
             out = write_trend_page(args.url, args.out, night=args.night, nights=args.nights, config=config,
                                    timeout_s=args.timeout_s, **sel)

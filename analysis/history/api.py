@@ -12,6 +12,7 @@ and subclasses (exit 5).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -37,34 +38,51 @@ __all__ = ["DEFAULT_URL", "check_settings", "judge_night", "judge_sweep", "load_
 
 def record_summary(url: str, summary: str | Path | dict[str, Any] | NightInput,
                    manifest: str | Path | dict[str, Any] | None = None, *, sweep_dir: str | Path | None = None,
+                   accounted: Mapping[tuple[str, int], tuple[float | None, str]] | None = None,
                    timeout_s: float = DEFAULT_TIMEOUT_S) -> RecordResult:
     """Record one sweep into the history database at ``url``.
 
     ``summary``: a sweep folder, a ``summary.json`` path or dict (CONTRACTS §7), or a ready :class:`NightInput`.
     ``manifest``: the sweep's ``manifest.json`` (path or dict); optional when the summary has its ``sweep`` block.
     Per-iteration step times come from each run's ``run.json`` (field ``step_times_ms``) under ``sweep_dir``
-    (see ``analysis.history.ingest``). Recording the same sweep again replaces its rows.
+    (see ``analysis.history.ingest``). ``accounted``: (variant, repeat) -> (GPU-hours Slurm accounted, or None,
+    and where from / why not), stored beside the plan's estimate. Recording the same sweep again replaces its rows.
     """
-    night = summary if isinstance(summary, NightInput) else load_summary(summary, manifest, sweep_dir=sweep_dir)
+    night = summary if isinstance(summary, NightInput) else load_summary(summary, manifest, sweep_dir=sweep_dir,
+                                                                         accounted=accounted)
     with HistoryStore(url, timeout_s=timeout_s) as store:
         return store.record(night)
 
 
-def _pick_series(store: HistoryStore, night: date | None, preset: str | None, model: str | None,
-                 cluster: str | None) -> Series:
-    candidates = [s for s in store.series(night)
-                  if (preset is None or s.preset == preset) and (model is None or s.model == model)
-                  and (cluster is None or s.cluster == cluster)]
+def _wanted(series: Series | str | None, preset: str | None, model: str | None, cluster: str | None,
+            container: str | None) -> dict[str, str | None]:
+    if series is not None:
+        try:
+            s = series if isinstance(series, Series) else Series.parse(series)
+        except ValueError as e:
+            raise HistoryInputError(str(e)) from None
+        preset, model, cluster = s.preset, s.model, s.cluster
+        container = s.container if (isinstance(series, Series) or str(series).count("/") == 3) else container
+    return {"preset": preset, "model": model, "cluster": cluster, "container": container}
+
+
+def _matching(store: HistoryStore, night: date | None, wanted: dict[str, str | None]) -> list[Series]:
+    return [s for s in store.series(night) if all(v is None or getattr(s, k) == v for k, v in wanted.items())]
+
+
+def _pick_series(store: HistoryStore, night: date | None, wanted: dict[str, str | None]) -> Series:
+    candidates = _matching(store, night, wanted)
     if len(candidates) == 1:
         return candidates[0]
     everything = ", ".join(str(s) for s in store.series(night)) or "none"
     when = f" on night {night}" if night else ""
-    wanted = "/".join(x or "*" for x in (preset, model, cluster))
+    shown = "/".join(wanted[k] or "*" for k in ("preset", "model", "cluster", "container"))
     if not candidates:
-        raise HistoryInputError(f"no recorded series matches {wanted}{when} in {store.display_url}; "
-                                f"recorded (preset/model/cluster): {everything}")
-    raise HistoryInputError(f"{len(candidates)} series match {wanted}{when}: {everything}; "
-                            f"name preset=, model= and cluster= to pick one")
+        raise HistoryInputError(f"no recorded series matches {shown}{when} in {store.display_url}; "
+                                f"recorded (preset/model/cluster/container): {everything}")
+    raise HistoryInputError(f"{len(candidates)} series match {shown}{when}: {everything}; "
+                            f"name one with series=preset/model/cluster/container (--series), or with preset=, "
+                            f"model=, cluster= and container=")
 
 
 def load_history(store: HistoryStore, series: Series, *, until: date | None = None, since: date | None = None,
@@ -85,26 +103,26 @@ def load_history(store: HistoryStore, series: Series, *, until: date | None = No
         ids = [r["id"] for r in run_rows if (r["variant"], r["night"]) in keep]
     return build_history(series, run_rows, store.speedup_rows(series, since, until), store.step_times(ids),
                          [s for s in store.sweep_rows(series)
-                          if (since is None or s["night"] >= since) and (until is None or s["night"] <= until)])
+                          if (since is None or s["night"] >= since) and (until is None or s["night"] <= until)],
+                         store.breakdowns([r["id"] for r in run_rows]))
 
 
-def judge_night(url: str, night: date | str | None = None, *, preset: str | None = None, model: str | None = None,
-                cluster: str | None = None, config: HistoryConfig | None = None,
+def judge_night(url: str, night: date | str | None = None, *, series: Series | str | None = None,
+                preset: str | None = None, model: str | None = None, cluster: str | None = None,
+                container: str | None = None, config: HistoryConfig | None = None,
                 timeout_s: float = DEFAULT_TIMEOUT_S) -> NightReport:
     """Judge ``night`` (a date or ``YYYY-MM-DD``; default: the latest recorded night) of the series named by
-    ``preset``/``model``/``cluster`` (any of them may be left out when the choice is unique).
+    ``series`` (a :class:`Series` or ``preset/model/cluster[/container]``) or by ``preset``/``model``/``cluster``/
+    ``container`` (any of them may be left out when the choice is unique).
 
     Raises :class:`HistoryInputError` when the night or series is unknown or ambiguous (the message lists the
     recorded ones).
     """
     config = config or HistoryConfig()
-    if isinstance(night, str):
-        try:
-            night = date.fromisoformat(night)
-        except ValueError:
-            raise HistoryInputError(f"night={night!r} is not a date like 2026-11-29") from None
+    night = _night(night)
+    wanted = _wanted(series, preset, model, cluster, container)
     with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
-        series = _pick_series(store, night, preset, model, cluster)
+        series = _pick_series(store, night, wanted)
         latest = store.nights(series)[-1]
         night = night or latest
         history = load_history(store, series, until=night, window=config.window)
@@ -124,29 +142,56 @@ def judge_sweep(url: str, sweep_id: str, *, config: HistoryConfig | None = None,
         row = store.sweep(sweep_id)
     if row is None:
         raise HistoryInputError(f"sweep {sweep_id} is not in the history at {url}; record it first (record_summary)")
-    return judge_night(url, row["night"], preset=row["preset"], model=row["model"], cluster=row["cluster"],
-                       config=config, timeout_s=timeout_s)
+    return judge_night(url, row["night"], series=_series_of(row), config=config, timeout_s=timeout_s)
 
 
-def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None = None, preset: str | None = None,
-                     model: str | None = None, cluster: str | None = None, nights: int = 60,
-                     config: HistoryConfig | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
-    """Write the self-contained trend page of one series to ``out_html`` (atomically) and return its path.
+def _series_of(row: Any) -> Series:
+    return Series(preset=row["preset"], model=row["model"], cluster=row["cluster"],
+                  container=row["container_profile"] or "")
 
-    The page shows the last ``nights`` recorded nights up to ``night`` (default: the latest): each variant's
-    throughput and speedup over the nights with the regressions of every night marked, and a table of ``night``
-    against its rolling baseline.
+
+def _night(night: date | str | None) -> date | None:
+    if isinstance(night, str):
+        try:
+            return date.fromisoformat(night)
+        except ValueError:
+            raise HistoryInputError(f"night={night!r} is not a date like 2026-11-29") from None
+    return night
+
+
+def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None = None,
+                     series: Series | str | None = None, preset: str | None = None, model: str | None = None,
+                     cluster: str | None = None, container: str | None = None, first: Series | None = None,
+                     nights: int = 60, config: HistoryConfig | None = None,
+                     timeout_s: float = DEFAULT_TIMEOUT_S) -> Path:
+    """Write the self-contained trend page to ``out_html`` (atomically) and return its path.
+
+    One section per series that matches ``series`` / ``preset`` / ``model`` / ``cluster`` / ``container`` (all
+    recorded series when none is given; ``first`` goes first, the rest sorted). Each section shows the series' last
+    ``nights`` recorded nights up to ``night`` (default: the latest): each variant's throughput and speedup over
+    the nights with the regressions of every night marked, and a table of that night against its rolling baseline.
+
+    Raises :class:`HistoryInputError` when nothing matches (the message lists the recorded series).
     """
     from analysis.history.trend import render_trend_page
 
     config = config or HistoryConfig()
-    if isinstance(night, str):
-        night = date.fromisoformat(night)
+    night = _night(night)
+    wanted = _wanted(series, preset, model, cluster, container)
+    sections = []
     with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
-        series = _pick_series(store, night, preset, model, cluster)
-        all_nights = [n for n in store.nights(series) if night is None or n <= night]
-        shown = all_nights[-nights:]
-        since = all_nights[max(0, len(all_nights) - nights - config.window * 3)]
-        history = load_history(store, series, since=since, until=shown[-1])
-    reports = [judge_history(history, n, config) for n in shown]
-    return render_trend_page(history, reports, Path(out_html))
+        chosen = _matching(store, None, wanted)
+        if not chosen:
+            _pick_series(store, None, wanted)  # raises with the recorded series listed
+        chosen.sort(key=lambda s: (s != first, s))
+        for ser in chosen:
+            all_nights = [n for n in store.nights(ser) if night is None or n <= night]
+            if not all_nights:
+                continue  # this series starts after ``night``
+            shown = all_nights[-nights:]
+            since = all_nights[max(0, len(all_nights) - nights - config.window * 3)]
+            history = load_history(store, ser, since=since, until=shown[-1])
+            sections.append((history, [judge_history(history, n, config) for n in shown]))
+    if not sections:
+        raise HistoryInputError(f"no night of {', '.join(map(str, chosen))} is on or before {night}")
+    return render_trend_page(sections, Path(out_html))

@@ -58,12 +58,14 @@ def judge_metric(metric: str, tonight: NightSamples, history: Sequence[NightSamp
     """
     prior = sorted((h for h in history if h.night < tonight.night), key=lambda h: h.night)[-config.window:]
     nights = tuple(h.night for h in prior)
+    interval = tonight.ci or ((min(tonight.runs), max(tonight.runs)) if len(tonight.runs) >= 2 else None)
     if len(prior) < config.min_nights:
         note = f"{len(prior)} good night(s) of history, fewer than min_nights={config.min_nights}"
         if prior:
             base = median(h.value for h in prior)
             note += f"; change {tonight.value / base - 1:+.1%} against them"
-        return MetricJudgement(metric=metric, verdict=NEW_VARIANT, tonight=tonight.value, nights=nights, note=note)
+        return MetricJudgement(metric=metric, verdict=NEW_VARIANT, tonight=tonight.value, nights=nights, note=note,
+                               interval=interval)
     base = median(h.value for h in prior)
     change = tonight.value / base - 1.0
     spread = robust_spread([h.value for h in prior], base)
@@ -93,4 +95,4 @@ def judge_metric(metric: str, tonight: NightSamples, history: Sequence[NightSamp
         verdict, why = (REGRESSION if bad else IMPROVEMENT), "outside threshold, spread and significance"
     return MetricJudgement(metric=metric, verdict=verdict, tonight=tonight.value, baseline=base, change=change,
                            spread=spread, z=z, p_runs=p_runs, p_iterations=p_iter, nights=nights,
-                           note=f"{why}: {facts}")
+                           note=f"{why}: {facts}", interval=interval)

@@ -7,6 +7,11 @@ Input record, in order of precedence:
   (CONTRACTS §3).
 * The manifest (optional): fills ``sweep`` when the summary's is ``null`` and gives each variant's ``role`` and
   ``group`` (else the run entry's own ``role``/``group``, else the comparisons'); its ``dirty`` flag is recorded.
+* The series is (preset, model, cluster, container profile): the profile is ``sweep.container.name``.
+* GPU-hours per run: the plan's estimate from the manifest's ``design.run_gpu_hours`` (per run of a variant); what
+  Slurm accounted is passed in by the caller (``accounted``: the conductor asks ``sacct``,
+  :func:`launchers.accounting.job_usage`), since this stage never talks to a scheduler.
+* The step-time breakdown of a profiled run: the run entry's ``step_breakdown_ms`` (analysis/profile_breakdown.py).
 * Per-iteration step times, per run: the run entry's own ``step_times_ms`` list when present, else the field
   ``step_times_ms`` of ``<sweep>/variants/<variant>/attempt-<attempt>/run.json`` (written by the analysis stage:
   every steady iteration's step time in ms, warm-up excluded, in iteration order). Without either, the run is
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,12 +37,14 @@ SUMMARY_SCHEMA_VERSION = 1
 
 
 def load_summary(summary: str | Path | dict[str, Any], manifest: str | Path | dict[str, Any] | None = None,
-                 *, sweep_dir: str | Path | None = None) -> NightInput:
+                 *, sweep_dir: str | Path | None = None,
+                 accounted: Mapping[tuple[str, int], tuple[float | None, str]] | None = None) -> NightInput:
     """Build the history input of one sweep.
 
     ``summary``: a sweep folder (``report/summary.json`` and ``manifest.json`` inside are used), a path to
     ``summary.json``, or its parsed dict. ``manifest``: a path or dict, optional. ``sweep_dir``: where the
     ``variants/`` folders are (default: the sweep folder, or the parent of the summary's ``report/`` folder).
+    ``accounted``: (variant, repeat) -> (GPU-hours Slurm accounted or None, where from / why not).
 
     Raises :class:`HistoryInputError` naming the file and field when the input is unreadable or malformed.
     """
@@ -70,6 +79,7 @@ def load_summary(summary: str | Path | dict[str, Any], manifest: str | Path | di
                 groups.setdefault(c["baseline"], group_key(c.get("group")))
     warnings: list[str] = []
     runs = _runs(summary.get("runs"), where, roles, groups, baselines, Path(sweep_dir) if sweep_dir else None, warnings)
+    runs = _with_gpu_hours(runs, manifest, accounted or {}, where)
     speedups = _speedups(comparisons, runs, where)
     warnings.extend(_baseline_warnings(sweep, runs, speedups, baselines))
     return NightInput(sweep=sweep, runs=runs, speedups=speedups, warnings=tuple(warnings))
@@ -122,7 +132,8 @@ def _sweep_info(block: Any, manifest: dict[str, Any] | None, where: str, source:
     dirty = man.get("dirty", block.get("dirty"))
     return SweepInfo(
         sweep_id=str(pick("sweep_id")),
-        series=Series(preset=_name(pick("name")), model=_name(pick("model")), cluster=_name(pick("cluster"))),
+        series=Series(preset=_name(pick("name")), model=_name(pick("model")), cluster=_name(pick("cluster")),
+                      container=_name(container.get("name")) or ""),
         created=parse_created(pick("created"), where),
         git_sha=_name(pick("git_sha")),
         dirty=None if dirty is None else bool(dirty),
@@ -206,13 +217,40 @@ def _runs(raw: Any, where: str, roles: dict[str, str], groups: dict[str, str], b
                 n_steady=None if not isinstance(st, dict) or st.get("n") is None else int(st["n"]),
                 tflops_per_gpu=_num(tf, "median", w), tokens_per_s_per_gpu=_num(tk, "median", w),
                 peak_mem_gb=_num(run, "peak_mem_gb", w), loss_first=_num(loss, "first", w),
-                loss_last=_num(loss, "last", w), step_times_ms=steps)
+                loss_last=_num(loss, "last", w), step_times_ms=steps, breakdown_ms=_breakdown(run, w))
         except ValueError as exc:
             raise HistoryInputError(f"{where}: {exc}") from None
         if rec.is_timed and not steps:
             warnings.append(f"{variant} repeat {repeat}: no per-iteration step times (run.json step_times_ms "
                             f"missing); judged on its median only")
         out.append(rec)
+    return tuple(out)
+
+
+def _breakdown(run: dict[str, Any], where: str) -> tuple[tuple[str, float], ...]:
+    """``step_breakdown_ms`` of a profiled run as (part, ms) pairs, parts of analysis/profile_breakdown.py first."""
+    b = run.get("step_breakdown_ms")
+    if b is None:
+        return ()
+    if not isinstance(b, dict):
+        raise HistoryInputError(f"{where}: step_breakdown_ms must be an object of ms per part, got {str(b)[:80]}")
+    return tuple((str(k), v) for k in b for v in [_num(b, k, where)] if v is not None)
+
+
+def _with_gpu_hours(runs: tuple[RunRecord, ...], manifest: dict[str, Any] | None,
+                    accounted: Mapping[tuple[str, int], tuple[float | None, str]], where: str
+                    ) -> tuple[RunRecord, ...]:
+    per_run = ((manifest or {}).get("design") or {}).get("run_gpu_hours") or {}
+    if not isinstance(per_run, dict):
+        raise HistoryInputError(f"{where}: manifest design.run_gpu_hours must be an object, got {per_run!r}")
+    out = []
+    for r in runs:
+        est = _num(per_run, r.variant, f"{where}: design.run_gpu_hours")
+        hours, note = accounted.get((r.variant, r.repeat), (None, None))
+        if hours is not None and (not math.isfinite(hours) or hours < 0):
+            raise HistoryInputError(f"{where}: run {r.variant} repeat {r.repeat}: accounted GPU-hours {hours!r} "
+                                    f"must be a finite number >= 0")
+        out.append(replace(r, gpu_hours_estimate=est, gpu_hours_accounted=hours, gpu_hours_note=note))
     return tuple(out)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from analysis.history.detect import judge_metric
 from analysis.history.errors import HistoryInputError
+from analysis.history.parts import PARTS_ORDER, Profiled, parts_moved
 from analysis.history.records import (
     MISSING_TONIGHT,
     NOT_TIMED,
@@ -47,6 +48,11 @@ class VariantNight:
     speedup_reason: str | None = None
     tokens_per_s_per_gpu: float | None = None
     tflops_per_gpu: float | None = None
+    breakdown: tuple[tuple[str, float], ...] = ()
+    """Median over the night's profiled good runs of each breakdown part (ms per profiled step); empty if none."""
+    gpu_hours_estimate: float | None = None
+    gpu_hours_accounted: float | None = None
+    """Sums over the night's runs of this variant (GPU-hours); accounted is None unless every run has a figure."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,9 +85,11 @@ def _median_or_none(values: Iterable[float | None]) -> float | None:
 
 
 def build_history(series: Series, run_rows: Sequence[Mapping[str, Any]], speedup_rows: Sequence[Mapping[str, Any]],
-                  step_times: Mapping[int, Sequence[float]], sweep_rows: Sequence[Mapping[str, Any]] = ()
-                  ) -> SeriesHistory:
-    """Group database rows (``runs``, ``speedups``, ``steps`` by run id, ``sweeps``) into a :class:`SeriesHistory`."""
+                  step_times: Mapping[int, Sequence[float]], sweep_rows: Sequence[Mapping[str, Any]] = (),
+                  breakdowns: Mapping[int, Mapping[str, float]] | None = None) -> SeriesHistory:
+    """Group database rows (``runs``, ``speedups``, ``steps`` and ``breakdowns`` by run id, ``sweeps``) into a
+    :class:`SeriesHistory`."""
+    breakdowns = breakdowns or {}
     runs_by: dict[tuple[date, str], list[Mapping[str, Any]]] = {}
     for r in run_rows:
         runs_by.setdefault((_date(r["night"]), r["variant"]), []).append(r)
@@ -121,9 +129,25 @@ def build_history(series: Series, run_rows: Sequence[Mapping[str, Any]], speedup
             statuses=tuple(f"{r['status']}" + (f" ({r['reason']})" if r["reason"] else "") for r in rows),
             step=step, speedup=speedup, baseline_variant=sps[0]["baseline"] if sps else None, speedup_reason=reason,
             tokens_per_s_per_gpu=_median_or_none(r["tokens_per_s_per_gpu"] for r in good),
-            tflops_per_gpu=_median_or_none(r["tflops_per_gpu"] for r in good)))
+            tflops_per_gpu=_median_or_none(r["tflops_per_gpu"] for r in good),
+            breakdown=_median_breakdown([breakdowns[r["id"]] for r in good if breakdowns.get(r["id"])]),
+            gpu_hours_estimate=_sum_or_none([r.get("gpu_hours_estimate") for r in rows], every=False),
+            gpu_hours_accounted=_sum_or_none([r.get("gpu_hours_accounted") for r in rows], every=True)))
     sweep_ids = tuple(sorted((_date(s["night"]), s["sweep_id"]) for s in sweep_rows))
     return SeriesHistory(series=series, entries=tuple(entries), sweep_ids=sweep_ids)
+
+
+def _median_breakdown(parts: Sequence[Mapping[str, float]]) -> tuple[tuple[str, float], ...]:
+    names = [k for k in PARTS_ORDER if any(k in b for b in parts)] + sorted(
+        {k for b in parts for k in b} - set(PARTS_ORDER))
+    return tuple((k, median(b[k] for b in parts if k in b)) for k in names)
+
+
+def _sum_or_none(values: Sequence[float | None], every: bool) -> float | None:
+    known = [v for v in values if v is not None]
+    if not known or (every and len(known) < len(values)):
+        return None
+    return sum(known)
 
 
 def _repeat_speedups(timed: Mapping[tuple[str, str], Mapping[int, float]], rows: Sequence[Mapping[str, Any]],
@@ -159,6 +183,8 @@ def _judge_variant(t: VariantNight, past: list[VariantNight], config: HistoryCon
         step = _missing(STEP_TIME, "no successful run tonight: " + ("; ".join(t.statuses) or "no run"))
     else:
         step = judge_metric(STEP_TIME, t.step, [e.step for e in past if e.step], config, lower_is_better=True)
+    moved, parts_note = parts_moved(Profiled(t.night, t.breakdown), [Profiled(e.night, e.breakdown) for e in past],
+                                    step, config)
     speedup = None
     if t.role != "baseline" and (t.baseline_variant or any(e.speedup for e in past)):
         if t.speedup is None:
@@ -167,7 +193,9 @@ def _judge_variant(t: VariantNight, past: list[VariantNight], config: HistoryCon
             speedup = judge_metric(SPEEDUP, t.speedup, [e.speedup for e in past if e.speedup], config,
                                    lower_is_better=False)
     return VariantJudgement(variant=t.variant, group_key=t.group_key, role=t.role, step_time=step, speedup=speedup,
-                            baseline_variant=t.baseline_variant, tokens_per_s_per_gpu=t.tokens_per_s_per_gpu)
+                            baseline_variant=t.baseline_variant, tokens_per_s_per_gpu=t.tokens_per_s_per_gpu,
+                            parts_moved=moved, parts_note=parts_note, gpu_hours_estimate=t.gpu_hours_estimate,
+                            gpu_hours_accounted=t.gpu_hours_accounted)
 
 
 def judge_history(history: SeriesHistory, night: date, config: HistoryConfig | None = None) -> NightReport:
@@ -214,7 +242,7 @@ def history_from_inputs(inputs: Sequence[NightInput]) -> SeriesHistory:
     if not inputs:
         raise HistoryInputError("history_from_inputs needs at least one sweep")
     series = inputs[0].sweep.series
-    run_rows, sp_rows, steps, sweep_rows = [], [], {}, []
+    run_rows, sp_rows, steps, sweep_rows, parts = [], [], {}, [], {}
     for n in inputs:
         s = n.sweep
         if s.series != series:
@@ -227,9 +255,13 @@ def history_from_inputs(inputs: Sequence[NightInput]) -> SeriesHistory:
                              "group_key": r.group_key, "step_time_ms": r.step_time_ms,
                              "step_time_ci_low_ms": r.step_time_ci_low_ms,
                              "step_time_ci_high_ms": r.step_time_ci_high_ms, "tflops_per_gpu": r.tflops_per_gpu,
-                             "tokens_per_s_per_gpu": r.tokens_per_s_per_gpu})
+                             "tokens_per_s_per_gpu": r.tokens_per_s_per_gpu,
+                             "gpu_hours_estimate": r.gpu_hours_estimate,
+                             "gpu_hours_accounted": r.gpu_hours_accounted})
             steps[run_id] = r.step_times_ms
+            if r.breakdown_ms:
+                parts[run_id] = dict(r.breakdown_ms)
         sp_rows.extend({"sweep_id": s.sweep_id, "night": s.night, "variant": x.variant, "baseline": x.baseline,
                         "group_key": x.group_key, "value": x.value, "ci_low": x.ci_low, "ci_high": x.ci_high,
                         "reason": x.reason} for x in n.speedups)
-    return build_history(series, run_rows, sp_rows, steps, sweep_rows)
+    return build_history(series, run_rows, sp_rows, steps, sweep_rows, parts)

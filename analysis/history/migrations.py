@@ -10,6 +10,9 @@ Versions:
   1. sweeps, runs, steps, speedups.
   2. runs.peak_mem_gb, runs.loss_first, runs.loss_last (the trend page shows them); an index on speedups by series
      and night.
+  3. The series gains the container profile (``container_profile`` on sweeps, runs, speedups; filled for older
+     rows from ``sweeps.container`` JSON's ``name``); runs.gpu_hours_estimate / gpu_hours_accounted /
+     gpu_hours_note; table ``breakdowns`` (run_id, part, ms) of profiled runs.
 """
 
 from __future__ import annotations
@@ -92,9 +95,31 @@ def _v2(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_speedups_series_night ON speedups (preset, model, cluster, night)"))
 
 
+def _v3(conn: Connection) -> None:
+    for table in ("sweeps", "runs", "speedups"):
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN container_profile VARCHAR(128) NOT NULL DEFAULT ''"))
+    for name, kind in (("gpu_hours_estimate", "FLOAT"), ("gpu_hours_accounted", "FLOAT"), ("gpu_hours_note", "TEXT")):
+        conn.execute(text(f"ALTER TABLE runs ADD COLUMN {name} {kind}"))
+    md = MetaData()
+    old = Table("sweeps", md, Column("sweep_id", String(64), primary_key=True), Column("container", JSON))
+    for sweep_id, container in conn.execute(select(old.c.sweep_id, old.c.container)).all():
+        name = (container or {}).get("name") if isinstance(container, dict) else None
+        if name:
+            for table in ("sweeps", "runs", "speedups"):
+                conn.execute(text(f"UPDATE {table} SET container_profile = :p WHERE sweep_id = :s"),
+                             {"p": str(name)[:128], "s": sweep_id})
+    md3 = MetaData()
+    Table("runs", md3, Column("id", Integer, primary_key=True))  # only what the foreign key names
+    Table("breakdowns", md3,
+          Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True, autoincrement=False),
+          Column("part", String(32), primary_key=True), Column("ms", Float, nullable=False))
+    md3.tables["breakdowns"].create(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "sweeps, runs, steps, speedups", _v1),
     Migration(2, "runs.peak_mem_gb, runs.loss_first, runs.loss_last; index speedups by series and night", _v2),
+    Migration(3, "series container_profile; runs.gpu_hours_estimate/accounted/note; table breakdowns", _v3),
 )
 
 

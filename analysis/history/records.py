@@ -9,6 +9,7 @@ TFLOP/s/GPU; a ``change`` or ``spread`` is relative (0.05 = 5%).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from typing import Any
@@ -34,7 +35,8 @@ METRICS = (STEP_TIME, SPEEDUP)
 # Run outcomes (CONTRACTS §4) whose step times count as performance samples. `validated` runs never trained.
 TIMED_STATUSES = ("ok", "ok_with_warning")
 
-# Exit codes (CONTRACTS §5) that the history stage contributes.
+# Settings of the history group that are not judgement settings: where the night is told (analysis/history/outlets)
+OUTLET_KEYS = ("notify", "notify_format", "notify_timeout_s", "page_url", "mlflow", "mlflow_experiment")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +85,7 @@ class HistoryConfig:
         Raises ``ValueError`` listing the valid keys when a key is unknown.
         """
         valid = {f.name for f in fields(cls)}
-        ignored = {"url", "enabled"}
+        ignored = {"url", "enabled", *OUTLET_KEYS}
         unknown = sorted(set(values) - valid - ignored)
         if unknown:
             raise ValueError(f"unknown history key(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid | ignored))}")
@@ -92,14 +94,40 @@ class HistoryConfig:
 
 @dataclass(frozen=True, kw_only=True, order=True)
 class Series:
-    """What makes nights comparable: the sweep preset, the model and the cluster profile."""
+    """What makes nights comparable: the sweep preset, the model, the cluster profile and the container profile
+    (``conf/container/<name>.yaml``; ``""`` for nights recorded before the history kept it). Within a series each
+    variant is its own line of nights: a variant is judged only against its own earlier nights.
+
+    Text form (``str()``, ``--series``, ``Series.parse``): ``preset/model/cluster[/container]``.
+    """
 
     preset: str
     model: str
     cluster: str
+    container: str = ""
 
     def __str__(self) -> str:
-        return f"{self.preset}/{self.model}/{self.cluster}"
+        return "/".join((self.preset, self.model, self.cluster) + ((self.container,) if self.container else ()))
+
+    @property
+    def slug(self) -> str:
+        """A name safe in an HTML id or a file name: the text form with every other character as ``-``."""
+        return re.sub(r"[^A-Za-z0-9_.]+", "-", str(self)).strip("-")
+
+    @classmethod
+    def parse(cls, text: str) -> Series:
+        """``preset/model/cluster`` or ``preset/model/cluster/container``.
+
+        Raises ``ValueError`` naming the text and the expected form.
+        """
+        parts = str(text).split("/")
+        if len(parts) not in (3, 4) or not all(parts[:3]):
+            raise ValueError(f"series {text!r} is not of the form preset/model/cluster[/container], "
+                             f"e.g. nightly/qwen3_30b_a3b/h100_slurm/nemo_26_04")
+        return cls(preset=parts[0], model=parts[1], cluster=parts[2], container=parts[3] if len(parts) == 4 else "")
+
+    def to_json(self) -> dict[str, str]:
+        return {"preset": self.preset, "model": self.model, "cluster": self.cluster, "container": self.container}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +171,15 @@ class RunRecord:
     loss_last: float | None = None
     step_times_ms: tuple[float, ...] = ()
     """Every steady iteration's step time (ms), in iteration order."""
+    gpu_hours_estimate: float | None = None
+    """What the plan reserved for this run: nodes x GPUs x time limit (GPU-hours; manifest ``design.run_gpu_hours``)."""
+    gpu_hours_accounted: float | None = None
+    """What Slurm accounted for this run: the sum over its attempts' jobs of ElapsedRaw x gres/gpu (GPU-hours)."""
+    gpu_hours_note: str | None = None
+    """Where ``gpu_hours_accounted`` came from, or why it is missing."""
+    breakdown_ms: tuple[tuple[str, float], ...] = ()
+    """Where a profiled run's step time went: (part, ms per profiled step) for the parts of
+    ``analysis/profile_breakdown.py`` (``PARTS``) and ``step``; empty when the run was not profiled."""
 
     def __post_init__(self) -> None:
         if self.status not in values(RunOutcome):
@@ -227,6 +264,9 @@ class MetricJudgement:
     p_iterations: float | None = None
     nights: tuple[date, ...] = ()
     note: str = ""
+    interval: tuple[float, float] | None = None
+    """Tonight's interval of ``tonight``: the analysis's confidence interval when one sweep gave it, else the
+    range of tonight's per-run values (two runs or more); None when neither is known."""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -237,7 +277,30 @@ class MetricJudgement:
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["nights"] = [d.isoformat() for d in self.nights]
+        out["interval"] = list(self.interval) if self.interval else None
         return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartChange:
+    """One part of the step-time breakdown tonight against the profiled nights before it (ms per profiled step).
+
+    ``change_ms`` = tonight - baseline; ``change`` = change_ms / baseline (None when the baseline is 0);
+    ``share`` = change_ms / the baseline step (ms), how much of the step this part's move amounts to."""
+
+    part: str
+    tonight_ms: float
+    baseline_ms: float
+    change_ms: float
+    change: float | None
+    share: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def describe(self) -> str:
+        rel = "" if self.change is None else f" ({self.change:+.0%})"
+        return f"{self.part} {self.change_ms:+.1f} ms{rel}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,6 +314,13 @@ class VariantJudgement:
     speedup: MetricJudgement | None = None
     baseline_variant: str | None = None
     tokens_per_s_per_gpu: float | None = None
+    parts_moved: tuple[PartChange, ...] = ()
+    """With a profiled run tonight and a profiled night before: the breakdown parts that moved (largest first)."""
+    parts_note: str = ""
+    """Which profiled nights the parts were compared with, or why they were not."""
+    gpu_hours_estimate: float | None = None
+    """Tonight's runs of this variant: the plan's GPU-hours (sum), and what Slurm accounted (sum; None if unknown)."""
+    gpu_hours_accounted: float | None = None
 
     @property
     def judgements(self) -> tuple[MetricJudgement, ...]:
@@ -266,7 +336,9 @@ class VariantJudgement:
         return {"variant": self.variant, "group_key": self.group_key, "role": self.role,
                 "baseline_variant": self.baseline_variant, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
                 "throughput_change": self.throughput_change, "step_time": self.step_time.to_json(),
-                "speedup": None if self.speedup is None else self.speedup.to_json()}
+                "speedup": None if self.speedup is None else self.speedup.to_json(),
+                "parts_moved": [p.to_json() for p in self.parts_moved], "parts_note": self.parts_note,
+                "gpu_hours_estimate": self.gpu_hours_estimate, "gpu_hours_accounted": self.gpu_hours_accounted}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,7 +377,7 @@ class NightReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": 1, "night": self.night.isoformat(),
-                "series": {"preset": self.series.preset, "model": self.series.model, "cluster": self.series.cluster},
+                "series": self.series.to_json(),
                 "sweep_ids": list(self.sweep_ids),
                 "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
                 "exit_code": self.exit_code, "regressions": [list(r) for r in self.regressions],

@@ -1,8 +1,10 @@
-"""The current (version 2) tables of the history database, SQLAlchemy Core.
+"""The current (version 3) tables of the history database, SQLAlchemy Core.
 
 ``migrations.py`` builds this schema step by step from an empty database; a test holds the two together. All
-times are naive UTC. A run's key is (night, preset, model, cluster, variant, repeat, git_sha, container): the
-sweep id identifies it, and the key columns are copied onto each row so that a team database reads without joins.
+times are naive UTC. A series is (preset, model, cluster, container_profile); a run's key is (night, series,
+variant, repeat): the sweep id identifies it, and the series columns are copied onto each row so that a team
+database reads without joins. Columns added by a migration come last in their table (``ALTER TABLE ... ADD``
+appends), so their order here is the order a migrated database has.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -33,6 +35,11 @@ def _series_key() -> tuple[Column, ...]:
     """night + series (preset, model, cluster): copied onto every row so that a team database reads easily."""
     return (Column("night", Date, nullable=False), Column("preset", String(128), nullable=False),
             Column("model", String(128), nullable=False), Column("cluster", String(128), nullable=False))
+
+
+def _container_profile() -> Column:
+    """The container profile of the series (``conf/container/<name>.yaml``); ``''`` on rows older than v3."""
+    return Column("container_profile", String(128), nullable=False, server_default="")
 
 
 def _child_of_sweep() -> tuple[Column, ...]:
@@ -58,6 +65,8 @@ sweeps = Table(
     Column("container", JSON),
     Column("source", Text),
     Column("recorded_at", DateTime, nullable=False),
+    # version 3
+    _container_profile(),
     Index("ix_sweeps_series_night", "preset", "model", "cluster", "night"),
 )
 
@@ -84,6 +93,11 @@ runs = Table(
     Column("peak_mem_gb", Float),
     Column("loss_first", Float),
     Column("loss_last", Float),
+    # version 3
+    _container_profile(),
+    Column("gpu_hours_estimate", Float),  # nodes x GPUs x time limit: what the plan reserved for this run (GPU-h)
+    Column("gpu_hours_accounted", Float),  # Slurm accounting: sum over the run's jobs of ElapsedRaw x gres/gpu (GPU-h)
+    Column("gpu_hours_note", Text),  # why gpu_hours_accounted is missing, or its source (e.g. "sacct job 1234")
     UniqueConstraint("sweep_id", "variant", "repeat", name="uq_runs_sweep_variant_repeat"),
     Index("ix_runs_series_night", "preset", "model", "cluster", "night"),
 )
@@ -106,9 +120,19 @@ speedups = Table(
     Column("ci_high", Float),
     Column("verdict", String(32)),
     Column("reason", Text),
+    # version 3
+    _container_profile(),
     UniqueConstraint("sweep_id", "variant", name="uq_speedups_sweep_variant"),
     # version 2
     Index("ix_speedups_series_night", "preset", "model", "cluster", "night"),
 )
 
-DATA_TABLES = ("sweeps", "runs", "steps", "speedups")
+# version 3: where a profiled run's step time went (analysis/profile_breakdown.py PARTS, ms per profiled step)
+breakdowns = Table(
+    "breakdowns", metadata,
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True, autoincrement=False),
+    Column("part", String(32), primary_key=True),
+    Column("ms", Float, nullable=False),
+)
+
+DATA_TABLES = ("sweeps", "runs", "steps", "speedups", "breakdowns")

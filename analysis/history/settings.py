@@ -54,6 +54,9 @@ def check_settings(values: dict[str, Any]) -> HistoryConfig:
         if not isinstance(values["url"], str) or not values["url"]:
             raise HistoryInputError(f"history.url={values['url']!r} must be a SQLAlchemy URL, e.g. {DEFAULT_URL}")
         check_history_url(values["url"])
+    from analysis.history.outlets import Outlets
+
+    Outlets.from_mapping(values)  # history.notify / notify_format / mlflow ...: raises HistoryInputError
     try:
         return HistoryConfig.from_mapping(values)
     except (TypeError, ValueError) as e:

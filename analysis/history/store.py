@@ -33,7 +33,7 @@ from analysis.history.errors import (
 )
 from analysis.history.migrations import check_supported, current_version, migrate
 from analysis.history.records import NightInput, RecordResult, Series
-from analysis.history.schema import SCHEMA_VERSION, runs, speedups, steps, sweeps
+from analysis.history.schema import SCHEMA_VERSION, breakdowns, runs, speedups, steps, sweeps
 
 DEFAULT_TIMEOUT_S = 30.0
 _PG_LOCK_KEY = 7_243_917_001  # one PostgreSQL advisory lock shared by all history writers
@@ -258,19 +258,23 @@ class HistoryStore:
         ser = s.series
         created = s.created.astimezone(UTC).replace(tzinfo=None)
         container = dict(s.container)
-        key = {"night": s.night, "preset": ser.preset, "model": ser.model, "cluster": ser.cluster}
+        key = {"night": s.night, "preset": ser.preset, "model": ser.model, "cluster": ser.cluster,
+               "container_profile": ser.container}
         warnings = list(night.warnings)
         n_steps = 0
         with self.write(f"recording sweep {s.sweep_id}") as conn:
             replaced = conn.execute(select(sweeps.c.sweep_id).where(sweeps.c.sweep_id == s.sweep_id)).first() is not None
             latest = conn.execute(select(func.max(sweeps.c.night)).where(
                 *_series_filter(sweeps, ser), sweeps.c.sweep_id != s.sweep_id)).scalar()
-            conn.execute(delete(steps).where(steps.c.run_id.in_(select(runs.c.id).where(runs.c.sweep_id == s.sweep_id))))
+            mine = select(runs.c.id).where(runs.c.sweep_id == s.sweep_id)
+            conn.execute(delete(steps).where(steps.c.run_id.in_(mine)))
+            conn.execute(delete(breakdowns).where(breakdowns.c.run_id.in_(mine)))
             for table in (runs, speedups, sweeps):
                 conn.execute(delete(table).where(table.c.sweep_id == s.sweep_id))
             conn.execute(sweeps.insert().values(sweep_id=s.sweep_id, created=created, git_sha=s.git_sha, dirty=s.dirty,
                                                 container=container, source=s.source, recorded_at=_utcnow(), **key))
             step_rows: list[dict[str, Any]] = []
+            part_rows: list[dict[str, Any]] = []
             for r in night.runs:
                 res = conn.execute(runs.insert().values(
                     sweep_id=s.sweep_id, **key, variant=r.variant, repeat=r.repeat, attempt=r.attempt,
@@ -278,12 +282,17 @@ class HistoryStore:
                     group_key=r.group_key, step_time_ms=r.step_time_ms, step_time_p90_ms=r.step_time_p90_ms,
                     step_time_ci_low_ms=r.step_time_ci_low_ms, step_time_ci_high_ms=r.step_time_ci_high_ms,
                     n_steady=r.n_steady, tflops_per_gpu=r.tflops_per_gpu, tokens_per_s_per_gpu=r.tokens_per_s_per_gpu,
-                    peak_mem_gb=r.peak_mem_gb, loss_first=r.loss_first, loss_last=r.loss_last))
+                    peak_mem_gb=r.peak_mem_gb, loss_first=r.loss_first, loss_last=r.loss_last,
+                    gpu_hours_estimate=r.gpu_hours_estimate, gpu_hours_accounted=r.gpu_hours_accounted,
+                    gpu_hours_note=r.gpu_hours_note))
                 run_id = res.inserted_primary_key[0]
                 step_rows.extend({"run_id": run_id, "idx": i, "step_time_ms": v} for i, v in enumerate(r.step_times_ms))
+                part_rows.extend({"run_id": run_id, "part": k, "ms": v} for k, v in r.breakdown_ms)
             if step_rows:
                 conn.execute(steps.insert(), step_rows)
                 n_steps = len(step_rows)
+            if part_rows:
+                conn.execute(breakdowns.insert(), part_rows)
             if night.speedups:
                 conn.execute(speedups.insert(), [
                     dict(sweep_id=s.sweep_id, **key, variant=x.variant, baseline=x.baseline, group_key=x.group_key,
@@ -302,11 +311,11 @@ class HistoryStore:
     # -- reading ----------------------------------------------------------------------------------------------
     def series(self, night: date | None = None) -> list[Series]:
         """Every series recorded (on ``night`` when given), sorted."""
-        q = select(sweeps.c.preset, sweeps.c.model, sweeps.c.cluster).distinct()
+        q = select(sweeps.c.preset, sweeps.c.model, sweeps.c.cluster, sweeps.c.container_profile).distinct()
         if night is not None:
             q = q.where(sweeps.c.night == night)
         with self.read("listing series") as conn:
-            return sorted(Series(preset=p, model=m, cluster=c) for p, m, c in conn.execute(q))
+            return sorted(Series(preset=p, model=m, cluster=c, container=k or "") for p, m, c, k in conn.execute(q))
 
     def nights(self, series: Series) -> list[date]:
         """The recorded nights of ``series``, oldest first."""
@@ -350,9 +359,22 @@ class HistoryStore:
                     out.setdefault(run_id, []).append(v)
         return {k: tuple(v) for k, v in out.items()}
 
+    def breakdowns(self, run_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+        """Step-time breakdowns (part -> ms per profiled step) of the given runs that were profiled."""
+        out: dict[int, dict[str, float]] = {}
+        ids = list(run_ids)
+        with self.read("reading step-time breakdowns") as conn:
+            for i in range(0, len(ids), 500):
+                q = select(breakdowns.c.run_id, breakdowns.c.part, breakdowns.c.ms).where(
+                    breakdowns.c.run_id.in_(ids[i:i + 500]))
+                for run_id, part, ms in conn.execute(q):
+                    out.setdefault(run_id, {})[part] = ms
+        return out
+
 
 def _series_filter(table: Any, series: Series) -> tuple[Any, ...]:
-    return (table.c.preset == series.preset, table.c.model == series.model, table.c.cluster == series.cluster)
+    return (table.c.preset == series.preset, table.c.model == series.model, table.c.cluster == series.cluster,
+            table.c.container_profile == series.container)
 
 
 def _night_range(table: Any, since: date | None, until: date | None) -> tuple[Any, ...]:

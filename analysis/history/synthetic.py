@@ -115,7 +115,8 @@ def simulate_night(spec: SyntheticSeries, index: int, rng: np.random.Generator,
                                       value=float(np.median(medians[b]) / np.median(medians[v])),
                                       ci_low=min(ratios), ci_high=max(ratios), verdict="faster"))
     sweep = SweepInfo(sweep_id=sweep_id, series=spec.series, created=created, git_sha=f"{index:040x}",
-                      container=(("megatron_core", "0.19.2"), ("torch", "2.14.1")))
+                      container=(("megatron_core", "0.19.2"),)
+                      + ((("name", spec.series.container),) if spec.series.container else ()) + (("torch", "2.14.1"),))
     return NightInput(sweep=sweep, runs=tuple(runs), speedups=tuple(speedups))
 
 

@@ -6,7 +6,6 @@ import sys
 from typing import Any
 
 from analysis.api import Options, Summary, print_summary, report_sweep
-from contracts.atomic import write_json
 from contracts.exits import ExitCode
 from contracts.manifest import Manifest
 from contracts.sweepdir import SweepDir
@@ -25,31 +24,25 @@ def show(summary: Summary, sd: SweepDir) -> None:
     print_summary(summary, sd.report, show_exit_code=False)
 
 
-def record_history(sd: SweepDir, m: Manifest, hist: dict[str, Any]) -> int:
-    """Record the analysed sweep in the history database, judge tonight against the rolling baseline and write
-    ``report/history.json`` + ``report/history.html``. Returns 0, 4 (regression) or 2/5 (database problem)."""
-    from analysis.history import (
-        HistoryConfig,
-        HistoryError,
-        exit_code_for,
-        judge_sweep,
-        record_summary,
-        write_trend_page,
-    )
+def record_history(sd: SweepDir, m: Manifest | None, hist: dict[str, Any]) -> int:
+    """Record the analysed sweep in the history database, judge tonight within its series, write
+    ``report/history.json`` + ``report/history.html``, alert (``history.notify``) and export (``history.mlflow``)
+    through :func:`analysis.history.nightly.nightly_step`. On Slurm each run's GPU-hours are first asked of
+    ``sacct`` (:func:`experiments.conductor.accounting.accounted_gpu_hours`) and stored beside the estimate.
+    Returns 0, 4 (regression), 2 (bad input, nothing recorded) or 5 (database problem)."""
+    from analysis.history.nightly import nightly_step
 
-    url = hist.get("url")
-    try:
-        res = record_summary(url, sd.root)
-        for w in res.warnings:
-            print(f"history: {w}", file=sys.stderr)
-        report = judge_sweep(url, res.sweep_id, config=HistoryConfig.from_mapping(hist))
-        write_json(sd.history_json, report.to_json())
-        write_trend_page(url, sd.history_html)
-        print(f"history: recorded in {url}; verdicts in {sd.history_json}")
-        return int(report.exit_code)
-    except HistoryError as e:
-        print(f"history: {e}", file=sys.stderr)
-        return int(exit_code_for(e))
+    accounted: dict[tuple[str, int], tuple[float | None, str]] = {}
+    if m is not None:
+        from experiments.conductor.accounting import accounted_gpu_hours
+
+        accounted, warning = accounted_gpu_hours(m)
+        if warning:
+            print(f"history: warning: {warning}", file=sys.stderr)
+    out = nightly_step(hist.get("url"), sd.root, hist, accounted=accounted)
+    for line in out.lines:
+        print(f"history: {line}", file=sys.stderr)
+    return int(out.exit_code)
 
 
 __all__ = ["ExitCode", "analyse", "record_history"]

@@ -47,6 +47,8 @@ def write_sweep_dir(root: Path, night: NightInput) -> Path:
     out = root / s.sweep_id
     created = s.created.strftime("%Y-%m-%dT%H:%M:%SZ")
     container = dict(s.container)
+    if s.series.container:
+        container["name"] = s.series.container
     runs = []
     for r in night.runs:
         rec = {"name": f"{r.variant}/attempt-{r.attempt}", "variant": r.variant, "attempt": r.attempt,
@@ -57,7 +59,8 @@ def write_sweep_dir(root: Path, night: NightInput) -> Path:
                                      ci_high=r.step_time_ci_high_ms, n=r.n_steady),
                "tflops_per_gpu": _stat(r.tflops_per_gpu, ci_low=None, ci_high=None),
                "tokens_per_s_per_gpu": _stat(r.tokens_per_s_per_gpu, ci_low=None, ci_high=None),
-               "peak_mem_gb": r.peak_mem_gb, "loss": None, "hosts": ["node001"], "files": []}
+               "peak_mem_gb": r.peak_mem_gb, "loss": None, "hosts": ["node001"], "files": [],
+               "step_breakdown_ms": dict(r.breakdown_ms) or None}
         runs.append(rec)
         d = out / "variants" / r.variant / f"attempt-{r.attempt}"
         d.mkdir(parents=True, exist_ok=True)
@@ -75,6 +78,8 @@ def write_sweep_dir(root: Path, night: NightInput) -> Path:
     manifest = {"schema_version": 1, "sweep_id": s.sweep_id, "name": s.series.preset, "created": created,
                 "git_sha": s.git_sha, "dirty": False, "model": s.series.model, "cluster": s.series.cluster,
                 "container": container,
+                "design": {"run_gpu_hours": {r.variant: r.gpu_hours_estimate for r in night.runs
+                                             if r.gpu_hours_estimate is not None}},
                 "variants": [{"name": n, "role": r.role, "group": _group(r.group_key)}
                              for n in names for r in [next(r for r in night.runs if r.variant == n)]]}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))

@@ -14,7 +14,7 @@ from analysis.history import (
     record_summary,
     write_trend_page,
 )
-from analysis.history.schema import metadata
+from analysis.history.schema import SCHEMA_VERSION, metadata
 from analysis.history.store import _PG_LOCK_KEY
 from analysis.history.synthetic import SyntheticSeries, simulate_series
 from tests.analysis.history.concurrent import record_concurrently, table_counts
@@ -47,8 +47,10 @@ def test_migration_v1_to_v2(pg_url):
     with HistoryStore(pg_url, migrate_to=1) as store:
         assert store.version() == 1
         assert "loss_last" not in {c["name"] for c in inspect(store.engine).get_columns("runs")}
-    with HistoryStore(pg_url) as store:
+    with HistoryStore(pg_url, migrate_to=2) as store:
         assert store.applied == (2,) and store.version() == 2
+    with HistoryStore(pg_url) as store:
+        assert store.applied == (3,) and store.version() == 3
     assert record_summary(pg_url, GOLDEN_SWEEP).runs == 6
 
 
@@ -60,7 +62,7 @@ def test_concurrent_collect_steps(pg_url, tmp_path):
     assert table_counts(pg_url) == {"sweeps": 5, "runs": 5 * 12, "steps": 5 * 12 * 40, "speedups": 5 * 3,
                                     "duplicate_runs": 0, "orphan_steps": 0}
     with HistoryStore(pg_url) as store:
-        assert store.version() == 2
+        assert store.version() == SCHEMA_VERSION
     assert judge_sweep(pg_url, inputs[-1].sweep.sweep_id).night == inputs[-1].sweep.night
 
 
@@ -106,4 +108,4 @@ def test_first_open_reads_the_version_inside_the_lock(pg_url, monkeypatch):
     assert len(calls) == 1  # the locked re-read goes through migrations.migrate's own current_version
     monkeypatch.setattr(store_mod, "current_version", real)
     with HistoryStore(pg_url) as store:
-        assert store.version() == 2
+        assert store.version() == SCHEMA_VERSION

@@ -50,7 +50,7 @@ def test_round_trip_and_idempotent_rerecord(sqlite_url):
     assert _counts(sqlite_url) == {"sweeps": 1, "runs": 6, "steps": 48, "speedups": 2}
     with HistoryStore(sqlite_url) as store:
         series = store.series()
-        assert [str(s) for s in series] == ["nightly/tiny_moe/local_slurm"]
+        assert [str(s) for s in series] == ["nightly/tiny_moe/local_slurm/ci_cpu"]
         rows = store.run_rows(series[0])
         row = next(r for r in rows if (r["variant"], r["repeat"]) == ("a2a.ovl0.dw0", 0))
         assert row["git_sha"].startswith("0123") and row["container"]["torch"] == "2.14.1"
@@ -79,12 +79,14 @@ def test_migration_v1_to_v2_keeps_the_data(sqlite_url):
                               "status, group_key, step_time_ms) VALUES ('old-1', '2026-11-20', 'nightly', 'tiny_moe', "
                               "'local_slurm', 'a2a.ovl0.dw0', 0, 1, 'ok', '', 1001.5)"))
         assert "peak_mem_gb" not in {c["name"] for c in inspect(store.engine).get_columns("runs")}
-    with HistoryStore(sqlite_url) as store:  # opening with the current tool migrates
+    with HistoryStore(sqlite_url, migrate_to=2) as store:  # opening with the current tool migrates
         assert store.applied == (2,) and store.version() == 2
         with store.read() as conn:
             row = conn.execute(text("SELECT step_time_ms, peak_mem_gb FROM runs WHERE sweep_id='old-1'")).one()
             versions = [r[0] for r in conn.execute(text("SELECT version FROM schema_version ORDER BY version"))]
         assert tuple(row) == (1001.5, None) and versions == [1, 2]
+    with HistoryStore(sqlite_url) as store:
+        assert store.applied == (3,) and store.version() == 3
     record_summary(sqlite_url, GOLDEN_SWEEP)
     assert _counts(sqlite_url)["runs"] == 7
 
@@ -93,9 +95,9 @@ def test_newer_schema_is_refused_untouched(sqlite_url):
     HistoryStore(sqlite_url).close()
     eng = create_engine(sqlite_url)
     with eng.begin() as c:
-        c.execute(text("INSERT INTO schema_version VALUES (3, '2030-01-01', 'from the future')"))
+        c.execute(text("INSERT INTO schema_version VALUES (4, '2030-01-01', 'from the future')"))
     eng.dispose()
-    with pytest.raises(HistorySchemaError, match="schema version 3, newer than this tool's 2; upgrade"):
+    with pytest.raises(HistorySchemaError, match="schema version 4, newer than this tool's 3; upgrade"):
         record_summary(sqlite_url, GOLDEN_SWEEP)
 
 

@@ -36,7 +36,7 @@ class _Dom(HTMLParser):
             self.body = a
         elif tag == "img":
             self.imgs.append(a)
-        elif tag == "table" and a.get("id") == "tonight":
+        elif tag == "table" and "tonight" in (a.get("class") or "").split():
             self._table = True
         elif tag == "tr" and self._table:
             self.rows += 1
