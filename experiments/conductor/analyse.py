@@ -32,20 +32,23 @@ def record_history(sd: SweepDir, m: Manifest, hist: dict[str, Any]) -> int:
         HistoryConfig,
         HistoryError,
         exit_code_for,
+        hide_password,
         judge_sweep,
+        password_from_env,
         record_summary,
         write_trend_page,
     )
 
-    url = hist.get("url")
+    shown = hide_password(hist.get("url"))  # the console (a cron line appends it to a log) never shows a password
     try:
+        url = password_from_env(hist.get("url"))
         res = record_summary(url, sd.root)
         for w in res.warnings:
             print(f"history: {w}", file=sys.stderr)
         report = judge_sweep(url, res.sweep_id, config=HistoryConfig.from_mapping(hist))
         write_json(sd.history_json, report.to_json())
         write_trend_page(url, sd.history_html)
-        print(f"history: recorded in {url}; verdicts in {sd.history_json}")
+        print(f"history: recorded in {shown}; verdicts in {sd.history_json}")
         return int(report.exit_code)
     except HistoryError as e:
         print(f"history: {e}", file=sys.stderr)

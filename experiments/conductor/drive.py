@@ -39,7 +39,7 @@ def open_sweep(sd: SweepDir, settings: Any, options: Options, cluster: dict[str,
     m = Manifest.load(sd)
     backend = make_backend(sd, m, cluster)
     display = Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})")
-    return Sweep(sd, backend, settings, options, display, m.mode, secret_values(m), writer=ManifestWriter(sd, m))
+    return Sweep(sd, backend, settings, options, display, m.mode, secret_values(m, cluster), writer=ManifestWriter(sd, m))
 
 
 def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collect_only: bool = False,
