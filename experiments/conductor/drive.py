@@ -145,9 +145,18 @@ def _record_timeline(sd: SweepDir, action: str) -> None:
 
 
 def _disk_error(sd: SweepDir, sweep_id: str, e: OSError) -> None:
+    """Say what failed and the command that finishes the sweep: ``action=collect`` only collects, so while a
+    planned run was never submitted (the disk filled before it launched) the advice is a resume (``action=run``),
+    which submits it; collect would skip it and close its gate."""
+    unsent = True
+    try:
+        unsent = bool(runs_to_submit(sd, Manifest.load(sd)))
+    except Exception:  # noqa: BLE001 - the advice only; a resume is right whenever in doubt
+        pass
+    action = "run" if unsent else "collect"
     print(f"error: writing into {sd.root} failed ({e}); every file already written is intact (manifest, logs, "
-          f"effective configs). Free space, then finish with: python -m experiments.sweep action=collect "
-          f"sweep_id={sweep_id} output_dir={sd.root}", file=sys.stderr)
+          f"effective configs, the previous report). Free space, then finish with: python -m experiments.sweep "
+          f"action={action} sweep_id={sweep_id} output_dir={sd.root}", file=sys.stderr)
 
 
 def more_launches_possible(m: Manifest) -> bool:
