@@ -29,6 +29,7 @@ from experiments.conductor.collect import secret_values
 from experiments.conductor.gates import open_gates
 from experiments.conductor.progress import Display
 from experiments.conductor.recover import SubmitError
+from experiments.conductor.revision import warn_revision
 from experiments.conductor.tracking import Sweep, collect_all, interrupt, reattach, track
 
 MAX_GATE_ROUNDS = 5
@@ -37,6 +38,7 @@ MAX_GATE_ROUNDS = 5
 def open_sweep(sd: SweepDir, settings: Any, options: Options, cluster: dict[str, Any] | None = None) -> Sweep:
     """A :class:`Sweep` for a planned folder. Raises ConfigError (a missing secret) or the launcher's errors."""
     m = Manifest.load(sd)
+    warn_revision(m)  # a resume after a commit runs other code than the sweep's earlier attempts
     backend = make_backend(sd, m, cluster)
     display = Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})")
     return Sweep(sd, backend, settings, options, display, m.mode, secret_values(m, cluster), writer=ManifestWriter(sd, m))
