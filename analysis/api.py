@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.options import Options, UsageError
 from analysis.results import Summary
-from contracts.atomic import write_bytes, write_json, write_text
+from contracts.atomic import dumps
 from contracts.sweepdir import SweepDir
 
 if TYPE_CHECKING:  # at run time they come from __getattr__ below, on first use
@@ -30,24 +30,25 @@ def write_report(summary: Summary, out_dir: Path,
     """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths.
 
     ``images(summary)`` gives the plots as ``{file name: PNG bytes}`` (default: ``analysis.plots.all_plots``,
-    drawn here). Every file is written before this returns, summary.json last (a report that failed half
-    way has none, so nothing reads it as complete)."""
+    drawn here). The folder is written as a set (:func:`analysis.reportset.write_set`): into a temporary folder
+    beside it, renamed into place, so a reader sees the old report or the new one, never a mix.
+
+    Raises:
+        ReportWriteError: an ``OSError`` naming the folder and the reason (a full disk); the old report is whole.
+    """
     out_dir = Path(out_dir)
     from analysis.render import document, to_html, to_markdown
+    from analysis.reportset import write_set
 
     if images is None:
         from analysis.plots import all_plots as images
     pngs = images(summary)
     blocks = document(summary, pngs)
-    written = []
-    for name, png in pngs.items():
-        write_bytes(out_dir / name, png)
-        written.append(out_dir / name)
-    write_text(out_dir / "report.md", to_markdown(blocks))
-    write_text(out_dir / "report.html", to_html(blocks, pngs))
-    write_json(out_dir / "summary.json", summary.to_json(), strict=True)
-    written += [out_dir / "report.md", out_dir / "report.html", out_dir / "summary.json"]
-    return written
+    files = dict(pngs)
+    files["report.md"] = to_markdown(blocks).encode()
+    files["report.html"] = to_html(blocks, pngs).encode()
+    files["summary.json"] = dumps(summary.to_json(), strict=True).encode()
+    return write_set(out_dir, files)
 
 
 def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path | None = None,

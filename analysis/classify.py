@@ -205,6 +205,12 @@ def classify(
     if expect.mode == "validate" and effective and isinstance(effective.get("checks"), dict):
         checks = effective["checks"]
         not_run = tuple(f"not run: {n}" for n in checks.get("not_run") or ())
+        issues, _ = label_issues(expect, effective, log)
+        if issues and checks.get("verdict") == "pass":
+            # the checks passed for what the payload ran, which is not the arm the manifest labels it (C03):
+            # judged like a training run's label check, before any verdict of the checks themselves
+            return Verdict("invalid_variant", issues[0][0], tuple(text for _, text in issues), ("validate",),
+                           notes=not_run)
         if checks.get("verdict") == "pass":
             if sched in ("timeout", "cancelled", "lost", "failed"):
                 # the checks finished and passed, then the job was stopped (e.g. held past its time limit): the

@@ -78,7 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     codes = []
     for summary, out in jobs:
-        write_report(summary, out)
+        try:
+            write_report(summary, out)
+        except OSError as exc:  # a full disk: the old report is whole (analysis/reportset.py)
+            print(f"analysis.report: error: {exc}", file=sys.stderr)
+            codes.append(ExitCode.INFRA)
+            continue
         if not args.quiet:
             print_summary(summary, out)
         codes.append(summary.exit_code)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 def _umask() -> int:
@@ -32,13 +33,20 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = Fa
         OSError: the folder cannot be created or written (read-only, disk full); the old file is left intact and
             no temp file is left behind.
     """
+    return write_stream(path, lambda f: f.write(data), durable=durable)
+
+
+def write_stream(path: str | os.PathLike[str], fill: Callable[[IO[bytes]], object], *,
+                 durable: bool = False) -> Path:
+    """Write ``path`` atomically from ``fill(f)``, which writes into the open binary file ``f`` (a log copied a
+    chunk at a time, never whole in memory). Returns the path; raises like :func:`write_bytes`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            fill(f)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())

@@ -83,6 +83,7 @@ class ClusterConfig:
         if isinstance(self.time_limit, int):  # cluster.time_limit=30 on the command line: minutes, as sbatch
             object.__setattr__(self, "time_limit", str(self.time_limit))
         parse_time_limit(self.time_limit)  # validates the form
+        self._no_line_breaks()
         for group, names in (("cluster.env_vars", self.env_vars), ("cluster.secret_env", self.secret_env),
                              ("cluster.container_env", self.container_env)):
             for name in names:
@@ -90,6 +91,18 @@ class ClusterConfig:
                     raise ConfigError(f"{group}: {str(name)!r} is not an environment variable name: a job could "
                                       "not export it. Use letters, digits and '_', not starting with a digit "
                                       "([A-Za-z_][A-Za-z0-9_]*)")
+
+    def _no_line_breaks(self) -> None:
+        """A line break in a field that reaches the job script (an ``#SBATCH`` line, the container flags, the
+        tunnel's command line) would end that line and start another: refused, naming the field."""
+        texts: list[tuple[str, Any]] = [(f"cluster.{f.name}", getattr(self, f.name)) for f in fields(self)
+                                        if f.name not in ("env_vars", "tunnel")]
+        texts += [(f"cluster.tunnel.{f.name}", getattr(self.tunnel, f.name)) for f in fields(self.tunnel)]
+        for where, value in texts:
+            for text in (value if isinstance(value, tuple | list) else (value,)):
+                if isinstance(text, str) and any(c in text for c in "\n\r\0"):
+                    raise ConfigError(f"{where}={text!r} holds a line break (or NUL): it would end its #SBATCH "
+                                      "line and start another in the job script. Give it on one line")
 
     @property
     def time_limit_s(self) -> int:

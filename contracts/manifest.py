@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from contracts.atomic import dumps, write_text
 from contracts.errors import ManifestError, SweepExistsError
 from contracts.manifest_entries import Attempt, StageEntry, VariantEntry, now_iso, split_extra
+from contracts.manifest_schema import check_shape
 from contracts.records import SCHEMA_VERSION, RunRef
 from contracts.statuses import LIVE_STATUSES, ManifestStatus
 from contracts.sweepdir import SweepDir
@@ -141,11 +142,13 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], where: str = "manifest.json") -> Manifest:
-        """Raises ManifestError: a schema_version other than 1, or a field of the wrong shape."""
+        """Raises ManifestError: a schema_version other than 1, a field of the wrong shape, a variant name that is
+        not a plain folder name or an attempt path outside its variant's folder (names the value)."""
         if data.get("schema_version") != SCHEMA_VERSION:
             raise ManifestError(f"{where} has schema_version {data.get('schema_version')!r}; this tool reads "
                                 f"{SCHEMA_VERSION}")
         body = {k: v for k, v in data.items() if k != "schema_version"}
+        check_shape(body, where)  # types, names and paths, once at load (contracts/manifest_schema.py)
         typed, extra = split_extra(cls, body)
         try:
             typed["stages"] = [StageEntry.from_json(s) for s in typed.get("stages") or []]

@@ -5,6 +5,7 @@ records do not type travel in ``extra``."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -16,6 +17,21 @@ from contracts.statuses import FINAL_STATUSES, ManifestStatus, StageStatus
 def now_iso() -> str:
     """Current UTC time, ISO 8601 with a trailing Z, to the second."""
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+@functools.cache
+def code_revision() -> str | None:
+    """The git commit of the code this process runs (``git rev-parse HEAD`` of this checkout, once per process),
+    or None outside a git checkout."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        out = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out or None
 
 
 def split_extra(cls: type, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -127,6 +143,9 @@ class VariantEntry:
         k = max((a.attempt for a in self.attempts if a.repeat == repeat), default=0) + 1
         ref = RunRef(self.name, repeat, k)
         a = Attempt(attempt=k, repeat=repeat, log_dir=f"variants/{self.name}/{ref.folder}/logs", task=ref.task)
+        sha = code_revision()
+        if sha:
+            a.extra["git_sha"] = sha  # the code that submits it: a resume after a commit runs other code
         self.attempts.append(a)
         return a
 

@@ -7,6 +7,7 @@ The planner (:func:`experiments.plan.make_plan`) calls :func:`check_all`; ``acti
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,59 @@ def check_all(settings: Any, cfg: dict[str, Any]) -> None:
     check_settings(settings)
     check_payload(cfg)
     check_history(dict(cfg.get("history") or {}))
+
+
+# analysis/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default
+MIN_STEADY = 5
+
+
+def check_warmup(cfg: dict[str, Any], mode: str) -> None:
+    """In train mode, the warm-up the analysis skips (``analysis.warmup_iters``, or its default max(3, ceil(10%
+    of payload.train_iters))) must leave at least 5 steady iterations of ``payload.train_iters`` (30 by default):
+    otherwise every run ends ``insufficient_iterations`` after its GPU time is spent.
+
+    Raises:
+        ConfigError: names both values and the largest warm-up the run allows.
+    """
+    if mode != "train":
+        return
+    iters = (cfg.get("payload") or {}).get("train_iters") or 30
+    given = (cfg.get("analysis") or {}).get("warmup_iters")
+    warm = given if given is not None else max(3, math.ceil(0.1 * iters))
+    if iters - warm < MIN_STEADY:
+        what = f"analysis.warmup_iters={given}" if given is not None else f"the default warm-up of {warm} iterations"
+        raise ConfigError(f"{what} leaves {max(0, iters - warm)} steady iteration(s) of payload.train_iters={iters}; "
+                          f"the analysis needs at least {MIN_STEADY}. Raise payload.train_iters to "
+                          f"{warm + MIN_STEADY} or more, or set analysis.warmup_iters <= {max(0, iters - MIN_STEADY)}")
+
+
+def check_train_gpus(mode: str, executor: str, local_gpus: int) -> None:
+    """``mode=train`` on ``cluster=local`` needs a GPU visible here (the payload would fail at its first CUDA call).
+
+    Raises:
+        ConfigError: says so and what to write instead (mode=validate, or a Slurm cluster).
+    """
+    if mode == "train" and executor == "local" and local_gpus == 0:
+        raise ConfigError("mode=train on cluster=local needs a GPU, and none is visible here (nvidia-smi lists none "
+                          "within CUDA_VISIBLE_DEVICES). Use mode=validate (the library checks without a GPU), or a "
+                          "GPU cluster such as cluster=h100_slurm")
+
+
+def check_secret_values(cluster: Any, environ: dict[str, str] | None = None) -> None:
+    """Every secret value a job gets (``cluster.env_vars`` under a secret name, and the ``cluster.secret_env``
+    names set in this environment) must be one that masking can replace safely: at least 8 characters and not a
+    number (``contracts.secrets.maskable``); a value such as ``32`` would hide step times in the collected logs.
+
+    Raises:
+        ConfigError: names the variables (never their values).
+    """
+    from contracts.secrets import MIN_SECRET_LEN, is_secret, weak_secrets
+
+    env = os.environ if environ is None else environ
+    values = {k: v for k, v in (cluster.env_vars or {}).items() if is_secret(k, cluster.secret_env)}
+    values.update({k: env[k] for k in cluster.secret_env if k not in values and k in env})
+    weak = weak_secrets(values)
+    if weak:
+        raise ConfigError(f"secret(s) {', '.join(weak)} have a value shorter than {MIN_SECRET_LEN} characters or made "
+                          "of digits only: masking it in the collected logs would also hide ordinary numbers. Use a "
+                          "real credential, or drop the name from cluster.secret_env if it is not a secret")

@@ -349,6 +349,23 @@ RULES: tuple[Rule, ...] = (
          lambda c: c.num_query_groups % c.tensor_model_parallel_size == 0,
          lambda c: f"num_query_groups={c.num_query_groups} is not divisible by tensor_model_parallel_size="
                    f"{c.tensor_model_parallel_size}", "Megatron-Core TransformerConfig query groups % TP"),
+    # Megatron-Core 0.19.2 checks these at the model build or the first step, not in TransformerConfig; validate
+    # mode runs the same checks (experiments/payload/build_checks.py)
+    Rule("router_topk_experts", "core", lambda c: bool(c.num_moe_experts),
+         lambda c: 1 <= (c.moe_router_topk or 0) <= c.num_moe_experts,
+         lambda c: f"moe_router_topk={c.moe_router_topk} cannot pick from num_moe_experts={c.num_moe_experts}: the "
+                   "router's torch.topk(logits, k) needs 1 <= k <= experts",
+         "Megatron-Core megatron/core/transformer/moe/router.py:305 (torch.topk over the experts' logits)"),
+    Rule("kv_channels_positive", "core", lambda c: c.settings.get("kv_channels") is not None,
+         lambda c: c.kv_channels >= 1,
+         lambda c: f"kv_channels={c.kv_channels} gives attention heads of size {c.kv_channels}; use >= 1 or null",
+         "Megatron-Core megatron/core/transformer/dot_product_attention.py:85 (1 / sqrt(head size))"),
+    Rule("heads_query_groups", "core", lambda c: bool(c.settings.get("num_query_groups")),
+         lambda c: c.num_attention_heads % c.num_query_groups == 0,
+         lambda c: f"num_attention_heads={c.num_attention_heads} is not divisible by num_query_groups="
+                   f"{c.num_query_groups}",
+         "Megatron-Core megatron/core/transformer/dot_product_attention.py:169 (each key/value head repeated "
+         "heads // groups times)"),
     # --- size-dependent rules
     Rule("hybridep_tokens_per_rank", "world", lambda c: c.dispatcher == "hybridep" and hybridep_nodes(c) > 1,
          lambda c: tokens_per_rank(c) <= HYBRIDEP_MAX_TOKENS_PER_RANK,

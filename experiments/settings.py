@@ -68,6 +68,14 @@ class SweepSettings:
         if self.sweep_id is not None and self.sweep_id != "latest" and not SWEEP_ID_RE.match(str(self.sweep_id)):
             raise ConfigError(f"sweep_id={self.sweep_id!r} is not of the form YYYYmmdd-HHMMSSZ-xxxxxx "
                               "(UTC time + 6 hex, e.g. 20261129-160000Z-a1b2c3) or 'latest'")
+        if self.sweep_id is not None and self.sweep_id != "latest":
+            import datetime as dt
+
+            try:
+                dt.datetime.strptime(str(self.sweep_id)[:16], "%Y%m%d-%H%M%SZ")
+            except ValueError as e:
+                raise ConfigError(f"sweep_id={self.sweep_id!r} is not a real UTC time ({e}); the id starts with the "
+                                  "time it was made, YYYYmmdd-HHMMSSZ, e.g. 20261129-160000Z-a1b2c3") from None
         for k in ("dry_run", "pack", "detach", "allow_dirty"):
             if not isinstance(getattr(self, k), bool):
                 raise ConfigError(f"{k}={getattr(self, k)!r} must be true or false")

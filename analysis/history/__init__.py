@@ -46,7 +46,7 @@ from analysis.history.records import (
     SweepInfo,
     VariantJudgement,
 )
-from analysis.history.settings import DEFAULT_URL, check_settings
+from analysis.history.settings import DEFAULT_URL, check_settings, hide_password, password_from_env
 
 _LAZY = {  # name -> the module that defines it, imported on first use (PEP 562)
     "judge_night": "analysis.history.api", "judge_sweep": "analysis.history.api",
@@ -69,6 +69,6 @@ __all__ = [
     "HistoryConfig", "HistoryCorruptError", "HistoryError", "HistoryInputError", "HistoryLockedError",
     "HistorySchemaError", "HistoryStore", "HistoryStoreError", "MetricJudgement", "NightInput", "NightReport",
     "RecordResult", "RunRecord", "Series", "SpeedupRecord", "SweepInfo", "VariantJudgement", "check_settings",
-    "exit_code_for",
+    "exit_code_for", "hide_password", "password_from_env",
     "judge_night", "judge_sweep", "load_history", "load_summary", "record_summary", "write_trend_page",
 ]

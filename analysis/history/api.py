@@ -141,7 +141,8 @@ def judge_sweep(url: str, sweep_id: str, *, config: HistoryConfig | None = None,
     with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
         row = store.sweep(sweep_id)
     if row is None:
-        raise HistoryInputError(f"sweep {sweep_id} is not in the history at {url}; record it first (record_summary)")
+        raise HistoryInputError(f"sweep {sweep_id} is not in the history at {store.display_url}; record it first "
+                                "(record_summary)")
     return judge_night(url, row["night"], series=_series_of(row), config=config, timeout_s=timeout_s)
 
 

@@ -61,3 +61,46 @@ def check_settings(values: dict[str, Any]) -> HistoryConfig:
         return HistoryConfig.from_mapping(values)
     except (TypeError, ValueError) as e:
         raise HistoryInputError(str(e)) from None
+
+
+def hide_password(url: str) -> str:
+    """``url`` with its password shown as ``***`` (SQLAlchemy's ``make_url(url).render_as_string(hide_password=
+    True)``), for every file and console line this tool writes: ``postgresql://user:pass@host/db`` ->
+    ``postgresql://user:***@host/db``. A plain SQLite file URL has no password and is returned as it is, without
+    importing SQLAlchemy; a URL SQLAlchemy cannot parse has everything between ``://`` and ``@`` hidden."""
+    if not isinstance(url, str) or _PLAIN_SQLITE.fullmatch(url) or "@" not in url:
+        return url
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - any parse error: hide the whole user part
+        return re.sub(r"(://)[^/@]*@", r"\1***@", url)
+    return parsed.render_as_string(hide_password=True) if parsed.password is not None else url
+
+
+PASSWORD_ENV = "PGPASSWORD"
+
+
+def password_from_env(url: str) -> str:
+    """The URL to connect with: a password recorded as ``***`` (the sweep never stores one) is dropped, so that
+    PostgreSQL's client library takes it from ``PGPASSWORD`` or ``~/.pgpass`` in this shell's environment; any
+    other URL is returned as it is.
+
+    Raises:
+        HistoryInputError: the password was hidden and neither ``PGPASSWORD`` nor a ``~/.pgpass`` file is there.
+    """
+    import os
+    from pathlib import Path
+
+    if not isinstance(url, str) or "***@" not in url:
+        return url
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.password != "***":
+        return url
+    if not os.environ.get(PASSWORD_ENV) and not Path(os.environ.get("PGPASSFILE", "~/.pgpass")).expanduser().is_file():
+        raise HistoryInputError(f"history.url={url!r}: the sweep stores no password; export {PASSWORD_ENV} (or "
+                                "write ~/.pgpass) in this shell, or give history.url with the password again")
+    return parsed.set(password=None).render_as_string(hide_password=False)

@@ -30,7 +30,9 @@ def run_new(plan, argv: list[str]) -> int:
     sd = SweepDir(write_plan(plan, argv))
     timeline.mark("written")
     print_plan(plan, sd.root)
-    return drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"])
+    # the plan's own history URL: the manifest stores its password as *** (CONTRACTS §10)
+    history = {"url": plan.cfg["history"]["url"]} if (plan.cfg.get("history") or {}).get("url") else None
+    return drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"], history=history)
 
 
 def run_action(action: str, composed: Any) -> int:

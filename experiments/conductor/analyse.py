@@ -28,10 +28,18 @@ def record_history(sd: SweepDir, m: Manifest | None, hist: dict[str, Any]) -> in
     """Record the analysed sweep in the history database, judge tonight within its series, write
     ``report/history.json`` + ``report/history.html``, alert (``history.notify``) and export (``history.mlflow``)
     through :func:`analysis.history.nightly.nightly_step`. On Slurm each run's GPU-hours are first asked of
-    ``sacct`` (:func:`experiments.conductor.accounting.accounted_gpu_hours`) and stored beside the estimate.
+    ``sacct`` (:func:`experiments.conductor.accounting.accounted_gpu_hours`) and stored beside the estimate. A
+    password the manifest holds as ``***`` comes from ``PGPASSWORD`` or ``~/.pgpass``
+    (:func:`analysis.history.password_from_env`); no console line shows one.
     Returns 0, 4 (regression), 2 (bad input, nothing recorded) or 5 (database problem)."""
+    from analysis.history import HistoryError, exit_code_for, password_from_env
     from analysis.history.nightly import nightly_step
 
+    try:
+        url = password_from_env(hist.get("url"))
+    except HistoryError as e:
+        print(f"history: {e}", file=sys.stderr)
+        return int(exit_code_for(e))
     accounted: dict[tuple[str, int], tuple[float | None, str]] = {}
     if m is not None:
         from experiments.conductor.accounting import accounted_gpu_hours
@@ -39,7 +47,7 @@ def record_history(sd: SweepDir, m: Manifest | None, hist: dict[str, Any]) -> in
         accounted, warning = accounted_gpu_hours(m)
         if warning:
             print(f"history: warning: {warning}", file=sys.stderr)
-    out = nightly_step(hist.get("url"), sd.root, hist, accounted=accounted)
+    out = nightly_step(url, sd.root, hist, accounted=accounted)
     for line in out.lines:
         print(f"history: {line}", file=sys.stderr)
     return int(out.exit_code)

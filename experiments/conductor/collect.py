@@ -10,22 +10,27 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contracts.atomic import write_bytes, write_text
+from contracts.atomic import write_bytes, write_stream, write_text
 from contracts.cluster import ClusterConfig
 from contracts.manifest import Manifest
 from contracts.records import RunRef
-from contracts.secrets import mask_bytes
+from contracts.secrets import mask_stream
 from contracts.sweepdir import SweepDir
 from launchers.backend import Backend
 from launchers.envvars import cluster_env
 
 
-def secret_values(m: Manifest) -> list[str]:
-    """The secret values this process passes to jobs (never in a log this tool copies). Over SSH with
-    ``allow_ssh_secrets=true`` they are written into the job script, whose trace is in the sbatch log."""
+def secret_values(m: Manifest, cluster: dict[str, Any] | None = None) -> list[str]:
+    """The secret values this process passes to jobs, to mask in every log this tool copies: the ``cluster``
+    config of this process's plan when given (``+cluster.env_vars.HF_TOKEN=...`` on the command line), else the
+    manifest's with each value it records as ``***`` taken from this shell (a resume), and the
+    ``cluster.secret_env`` names set here. Over SSH with ``allow_ssh_secrets=true`` they are written into the job
+    script, whose trace is in the sbatch log."""
     from contracts.secrets import MASK
+    from experiments.conductor.backends import job_cluster
 
-    return [v for v in cluster_env(ClusterConfig.from_json(m.cluster_config)).secret_values() if v != MASK]
+    profile = ClusterConfig.from_json(job_cluster(cluster or m.cluster_config, strict=False))
+    return [v for v in cluster_env(profile).secret_values() if v != MASK]
 
 
 def log_name(src: Path, ref: RunRef) -> str:
@@ -43,7 +48,7 @@ def collect(sd: SweepDir, backend: Backend, ref: RunRef, secrets: list[str]) -> 
     for src in backend.log_files(ref):
         dst = logs / log_name(src, ref)
         if src.exists() and not dst.exists():
-            write_bytes(dst, mask_bytes(src.read_bytes(), secrets))
+            copy_masked(src, dst, secrets)
     eff = backend.payload_out(ref) / "effective_config.json"
     dst = sd.effective_config(ref)
     collect_profile(eff.parent, dst.parent)
@@ -55,6 +60,18 @@ def collect(sd: SweepDir, backend: Backend, ref: RunRef, secrets: list[str]) -> 
         return list(json.loads(text).get("adjustments") or [])
     except (ValueError, AttributeError):
         return []
+
+
+def copy_masked(src: Path, dst: Path, secrets: list[str]) -> None:
+    """Copy ``src`` to ``dst`` with every secret value masked, streamed a chunk at a time (a 2 GB log costs a few
+    MB of memory, not 2 GB), atomically (``contracts.atomic.write_stream``): a copy cut short by a full disk
+    leaves no partial ``dst``, so the next collect copies it again.
+
+    Raises:
+        OSError: ``src`` cannot be read or ``dst`` cannot be written (no temporary file is left).
+    """
+    with open(src, "rb") as fin:
+        write_stream(dst, lambda fout: mask_stream(fin, fout, secrets))
 
 
 def collect_profile(out: Path, attempt_dir: Path) -> int:

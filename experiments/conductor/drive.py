@@ -29,6 +29,7 @@ from experiments.conductor.collect import secret_values
 from experiments.conductor.gates import open_gates
 from experiments.conductor.progress import Display
 from experiments.conductor.recover import SubmitError
+from experiments.conductor.revision import warn_revision
 from experiments.conductor.tracking import Sweep, collect_all, interrupt, reattach, track
 
 MAX_GATE_ROUNDS = 5
@@ -37,9 +38,10 @@ MAX_GATE_ROUNDS = 5
 def open_sweep(sd: SweepDir, settings: Any, options: Options, cluster: dict[str, Any] | None = None) -> Sweep:
     """A :class:`Sweep` for a planned folder. Raises ConfigError (a missing secret) or the launcher's errors."""
     m = Manifest.load(sd)
+    warn_revision(m)  # a resume after a commit runs other code than the sweep's earlier attempts
     backend = make_backend(sd, m, cluster)
     display = Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})")
-    return Sweep(sd, backend, settings, options, display, m.mode, secret_values(m), writer=ManifestWriter(sd, m))
+    return Sweep(sd, backend, settings, options, display, m.mode, secret_values(m, cluster), writer=ManifestWriter(sd, m))
 
 
 def drive(sd: SweepDir, settings: Any, options: Options, *, resume: bool, collect_only: bool = False,
@@ -145,9 +147,18 @@ def _record_timeline(sd: SweepDir, action: str) -> None:
 
 
 def _disk_error(sd: SweepDir, sweep_id: str, e: OSError) -> None:
+    """Say what failed and the command that finishes the sweep: ``action=collect`` only collects, so while a
+    planned run was never submitted (the disk filled before it launched) the advice is a resume (``action=run``),
+    which submits it; collect would skip it and close its gate."""
+    unsent = True
+    try:
+        unsent = bool(runs_to_submit(sd, Manifest.load(sd)))
+    except Exception:  # noqa: BLE001 - the advice only; a resume is right whenever in doubt
+        pass
+    action = "run" if unsent else "collect"
     print(f"error: writing into {sd.root} failed ({e}); every file already written is intact (manifest, logs, "
-          f"effective configs). Free space, then finish with: python -m experiments.sweep action=collect "
-          f"sweep_id={sweep_id} output_dir={sd.root}", file=sys.stderr)
+          f"effective configs, the previous report). Free space, then finish with: python -m experiments.sweep "
+          f"action={action} sweep_id={sweep_id} output_dir={sd.root}", file=sys.stderr)
 
 
 def more_launches_possible(m: Manifest) -> bool:

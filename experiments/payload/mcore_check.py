@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from experiments.payload.build_checks import build_check_messages
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import CoreMissing
 from experiments.payload.spec import LIBRARY_DEFAULT_WHEN_NONE
@@ -236,8 +237,9 @@ def check_transformer_config(settings: dict[str, Any], *, world_size: int | None
             installed ones (see :func:`assumed_versions`).
 
     Returns:
-        CheckResult; ``verdict == "fail"`` when TransformerConfig raised, a setting is unknown to this core, or
-        the micro-batch check failed.
+        CheckResult; ``verdict == "fail"`` when TransformerConfig raised, a setting is unknown to this core, a
+        check of the model build failed (:mod:`experiments.payload.build_checks`: router top-k, kv channels,
+        heads per query group) or the micro-batch check failed.
 
     Raises:
         CoreMissing: megatron.core (or torch) is not importable.
@@ -264,6 +266,7 @@ def check_transformer_config(settings: dict[str, Any], *, world_size: int | None
             messages.append(library_message(e))
         else:
             effective = read_effective(cfg, None, {k: settings.get(k) for k in NON_TRANSFORMER_FIELDS})
+            messages.extend(build_check_messages(cfg))  # what the model build and first step check (router, heads)
             mb = _microbatch_check(core, settings, world_size, not_run)
             if mb:
                 messages.append(mb)

@@ -366,3 +366,14 @@ def test_validate_pass_then_stopped_by_scheduler_keeps_the_verdict_with_a_warnin
     v = classify(None, scheduler=SchedulerInfo(state="COMPLETED", exit_code=0), expect=Expectation(mode="validate"),
                  effective=eff)
     assert v.status == "validated"
+
+
+def test_validate_mode_checks_the_label_before_validated():
+    """An overlap arm whose variant.json said overlap off passes its checks, but it is not the overlap arm."""
+    ovl_on = {"dispatcher": "alltoall", "overlap": True, "delay_wgrad": False}
+    ran_off = effective_config("a2a.ovl1.dw0", A2A_OFF, mode="validate")  # what the payload read and checked
+    v = classify(None, expect=Expectation(mode="validate", requested=ovl_on), effective=ran_off)
+    assert (v.status, v.reason) == ("invalid_variant", "label_mismatch")
+    assert any("overlap_moe_expert_parallel_comm" in e for e in v.evidence)
+    same = effective_config("a2a.ovl1.dw0", ovl_on, mode="validate")
+    assert classify(None, expect=Expectation(mode="validate", requested=ovl_on), effective=same).status == "validated"

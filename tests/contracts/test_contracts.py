@@ -72,7 +72,7 @@ def test_secrets_are_masked_but_switches_stay() -> None:
     assert mask_override("cluster.allow_ssh_secrets=true") == "cluster.allow_ssh_secrets=true"
     cfg = mask_config({"env_vars": {"WANDB_API_KEY": "k1", "TAG": "x"}, "allow_ssh_secrets": True})
     assert cfg == {"env_vars": {"WANDB_API_KEY": "***", "TAG": "x"}, "allow_ssh_secrets": True}
-    assert mask_text("export A='s e c'; echo s e c", ["s e c"]) == "export A=***; echo ***"
+    assert mask_text("export A='s e c r e t'; echo s e c r e t", ["s e c r e t"]) == "export A=***; echo ***"
 
 
 def test_atomic_writer_follows_the_umask(tmp_path: Path) -> None:

@@ -58,3 +58,11 @@ class UnscriptedBackend:
 
     def close(self) -> None:
         pass
+
+
+def train_without_gpu(monkeypatch: Any) -> None:
+    """Let a unit test plan ``mode=train`` on cluster=local on this GPU-less machine: its scripted backend runs
+    no payload, so the planner's GPU check (:func:`experiments.checks.check_train_gpus`) is lifted for it."""
+    import experiments.plan as plan_mod
+
+    monkeypatch.setattr(plan_mod, "check_train_gpus", lambda *a: None)

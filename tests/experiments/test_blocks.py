@@ -24,9 +24,15 @@ from experiments.conductor import drive as drive_mod
 from experiments.conductor.drive import runs_to_submit
 from experiments.plan import make_plan, write_plan
 from tests.analysis.synth import iteration_line
-from tests.experiments.helpers import UnscriptedBackend
+from tests.experiments.helpers import UnscriptedBackend, train_without_gpu
 
 ARMS = ["action=plan", "sweep=full", "dispatcher=alltoall", "overlap=on,off", "delay_wgrad=off"]
+
+
+@pytest.fixture(autouse=True)
+def _train_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    train_without_gpu(monkeypatch)  # the scripted backends run no payload
+
 
 
 def plan(tmp_path: Path, *extra: str):

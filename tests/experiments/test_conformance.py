@@ -7,7 +7,8 @@ failing test, never a skip: this is what catches the Bridge/Core rule drift of C
 
 How each row of experiments/rules.py is covered:
 - against real Megatron-Core here: every ``core`` row (overlap_*, graph_scope_*, delay_wgrad_needs_overlap, heads_tp,
-  query_groups_tp, layers_pp) and ``gbs_dp``; the first run found two missing rows (graph_scope_moe, graph_scope_mlp)
+  query_groups_tp, layers_pp; router_topk_experts, kv_channels_positive and heads_query_groups against the checks
+  of the model build that validate mode runs, experiments/payload/build_checks.py) and ``gbs_dp``; the first run found two missing rows (graph_scope_moe, graph_scope_mlp)
   and one mis-scoped row (experts_ep is checked at MoE layer build, not in TransformerConfig);
 - against real Megatron-Core with the version check patched (``assumed_versions``, as upstream's own tests patch
   ``is_torch_min_version``/``is_te_min_version``): overlap_torch (torch 2.5.1), delay_wgrad_te_2_10 (TE 2.9 / 2.10);
@@ -57,6 +58,10 @@ CHANGES = {
     "experts_not_divisible": {"num_moe_experts": 12},
     "heads_tp": {"tensor_model_parallel_size": 2, "num_attention_heads": 7, "num_query_groups": 7},
     "gbs_not_divisible": {"global_batch_size": 12},
+    "topk_above_experts": {"moe_router_topk": 10},
+    "topk_equals_experts": {"moe_router_topk": 8},
+    "kv_channels_0": {"kv_channels": 0},
+    "heads_not_per_group": {"num_attention_heads": 8, "num_query_groups": 3},
     "old_torch": {"torch": "2.5.1"},
     "te_2_9_graphs": {"te": "2.9.0", "cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_router"]},
     "te_2_10_graphs": {"te": "2.10.0", "cuda_graph_impl": "transformer_engine", "cuda_graph_scope": ["moe_router"]},

@@ -18,7 +18,10 @@ PLANTED = "planted-Secret-value-42"
 
 
 @pytest.mark.parametrize("name,secret", [("WANDB_API_KEY", True), ("HF_TOKEN", True), ("db_password", True),
-                                         ("MY_SECRET_X", True), ("CUDA_DEVICE_MAX_CONNECTIONS", False),
+                                         ("MY_SECRET", True), ("MY_SECRET_X", False),
+                                         ("CUDA_DEVICE_MAX_CONNECTIONS", False),
+                                         ("NUM_OF_TOKENS_PER_CHUNK_COMBINE_API", False), ("TOKENIZER_PATH", False),
+                                         ("NGC_API_KEY", True), ("PGPASSWORD", True),
                                          ("NCCL_IB_HCA", False), ("CUSTOM", False)])
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret(name) is secret

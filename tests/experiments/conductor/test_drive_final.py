@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pytest
+
 from analysis.options import Options
 from contracts.jobs import JobHandle, JobState
 from contracts.sweepdir import SweepDir
@@ -13,7 +15,13 @@ from experiments import timeline
 from experiments.conductor import analyse as analyse_mod
 from experiments.conductor import drive as drive_mod
 from experiments.plan import make_plan, write_plan
-from tests.experiments.helpers import UnscriptedBackend
+from tests.experiments.helpers import UnscriptedBackend, train_without_gpu
+
+
+@pytest.fixture(autouse=True)
+def _train_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    train_without_gpu(monkeypatch)  # the scripted backends run no payload
+
 
 
 @dataclass
