@@ -22,6 +22,7 @@ import fcntl
 import json
 import os
 import socket
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -133,7 +134,7 @@ def acquire(sd: SweepDir, action: str) -> Lease:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = Holder.from_text(_read(fd))
+            holder = _settled(fd)
             os.close(fd)
             if holder is not None and holder.dead():
                 # the lock outlived its holder (another process holds the file open): replace the file
@@ -145,11 +146,7 @@ def acquire(sd: SweepDir, action: str) -> Lease:
             raise LeaseHeld(f"sweep {sd.root} is being driven by {who}; one conductor acts on a sweep at a time. "
                             f"Wait for it, or stop it with: python -m experiments.sweep action=cancel "
                             f"output_dir={sd.root}") from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if not same:  # replaced between open and lock: lock the new file
+        if not _same(fd, path):  # replaced between open and lock: lock the new file
             os.close(fd)
             continue
         previous = Holder.from_text(_read(fd))
@@ -159,8 +156,32 @@ def acquire(sd: SweepDir, action: str) -> Lease:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(asdict(me)) + "\n").encode(), 0)
         os.fsync(fd)
+        if not _same(fd, path):  # replaced by a takeover while the record was written: lock the new file
+            os.close(fd)
+            continue
         return Lease(sd, fd, me, note)
     raise LeaseHeld(f"the lease file {path} kept changing while it was taken; try again")
+
+
+SETTLE_S = 2.0  # s a new holder has to write its record once it has the lock
+
+
+def _same(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _settled(fd: int) -> Holder | None:
+    """The holder's record of a taken lock. A holder writes it right after it took the lock, so an empty record, or
+    the dead previous holder's, is read again for up to ``SETTLE_S`` seconds before it is believed."""
+    end = time.monotonic() + SETTLE_S
+    while True:
+        holder = Holder.from_text(_read(fd))
+        if (holder is not None and not holder.dead()) or time.monotonic() > end:
+            return holder
+        time.sleep(0.02)
 
 
 def _read(fd: int) -> str:
