@@ -64,7 +64,8 @@ def assert_nothing_lost(out: Path) -> None:
             if a["status"] != "succeeded":
                 continue
             done += 1
-            adir = out / "variants" / name / f"attempt-{a['attempt']}"
+            prefix = f"r{a['repeat']}-" if a.get("repeat") else ""  # a stage-3 arm's block is repeat 1
+            adir = out / "variants" / name / f"{prefix}attempt-{a['attempt']}"
             assert any(p.name.startswith("log-") for p in (adir / "logs").iterdir()), adir
             assert (adir / "effective_config.json").is_file() and (adir / "run.json").is_file()
             assert runs[(name, a["attempt"])]["status"] == "validated"
@@ -141,7 +142,7 @@ def test_two_resumes_at_once_submit_each_run_once(tmp_path):
 
 
 KILLS = 20  # SIGKILLs of the conductor at random points, one sweep each
-AT_ONCE = 5  # sweeps run side by side (the local cluster's 4 nodes take their jobs)
+AT_ONCE = 10  # sweeps run side by side (the local cluster's 4 nodes take their jobs as they can)
 DEFAULT = ["cluster=local_slurm", "allow_dirty=true", "poll_s=0.2"]  # the isolation preset, validate mode
 
 
