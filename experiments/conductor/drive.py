@@ -170,9 +170,12 @@ def next_step(sw: Sweep, summary: Any) -> str | None:
         return "block"
     if (sw.m.design or {}).get("repeats") == "auto":
         print(f"adaptive: stop ({why})", file=sys.stderr)
-    if open_gates(sw.writer, summary):
-        sw.writer.change(schedule_new_arms)
-        return "gate"
+    opened = open_gates(sw.writer, summary)
+    # blocks for the arms of an open gate that have none: the gate just opened, or it opened before a conductor
+    # died between the gate's write and this one
+    if opened or any(v.status == ManifestStatus.PLANNED and v.variant.gate for v in sw.m.variants):
+        if sw.writer.change(schedule_new_arms) or opened:
+            return "gate"
     return None
 
 
