@@ -19,7 +19,9 @@ class JobHandle:
     ``task``: the run's :attr:`contracts.records.RunRef.task`; ``job_id``: the Slurm job id or NeMo-Run experiment
     id; ``job_dir``: the job's folder on this machine (logs, ``out/``); ``pack_step``: the srun step name inside a
     packed allocation (``pack=true``), else None; ``host_dir``: the job folder on the cluster over an SSH tunnel
-    (empty on a login node); ``script``: the text submitted (job.sh), when this process submitted it.
+    (empty on a login node); ``script``: the text submitted (job.sh), when this process submitted it; ``pid`` and
+    ``pid_start``: a local job's process (the leader of its session) and its start time in clock ticks since boot
+    (:mod:`launchers.procs`), so that a later process can tell whether it still runs and stop it.
     """
 
     task: str
@@ -28,16 +30,22 @@ class JobHandle:
     pack_step: str | None = None
     host_dir: str = ""
     script: str | None = None
+    pid: int | None = None
+    pid_start: int | None = None
 
-    def record(self) -> dict[str, str]:
+    def record(self) -> dict[str, str | int]:
         """The attempt fields that let another process find this job again (status, collect, resume)."""
-        out = {"job_id": self.job_id}
+        out: dict[str, str | int] = {"job_id": self.job_id}
         if self.job_dir:
             out["job_dir"] = self.job_dir
         if self.pack_step:
             out["pack_step"] = self.pack_step
         if self.host_dir:
             out["host_dir"] = self.host_dir
+        if self.pid:
+            out["pid"] = self.pid
+            if self.pid_start is not None:
+                out["pid_start"] = self.pid_start
         return out
 
 

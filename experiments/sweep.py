@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         print(HELP)
         return ExitCode.OK
     from contracts.errors import ContractError
+    from experiments.conductor import signals
 
+    signals.install()  # SIGTERM and SIGHUP (a closed terminal) stop the conductor as Ctrl-C does (CONTRACTS §5)
     try:
         rc = int(_dispatch(argv))
     except ContractError as e:  # ConfigError, ManifestError (2); launchers' LaunchError: a bad profile (2) or the
@@ -46,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         rc = ExitCode.INTERRUPTED
+    finally:
+        signals.restore()
     from contracts.exits import meaning
 
     print(f"exit code {rc}: {meaning(rc)}", file=sys.stderr)  # once, the code the process exits with

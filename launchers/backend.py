@@ -15,12 +15,15 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from contracts.atomic import write_json
 from contracts.cluster import ClusterConfig
 from contracts.jobs import JobHandle, JobState
 from contracts.records import RunRef
 from contracts.sweepdir import SweepDir
+from launchers import adopted
 from launchers.exitwatch import ExitWatch, children
 from launchers.procenv import environ
+from launchers.procs import process_start
 from launchers.spec import RunSpec
 from launchers.validate_batch import ValidateBatch
 
@@ -110,10 +113,12 @@ class LocalBackend:
         self.batch_validate = False
         self._batch_of: dict[str, ValidateBatch] = {}
         self._batch_key: dict[int, str] = {}
+        self._pid: dict[str, tuple[int | None, int | None]] = {}
         self._shared_seen: dict[str, JobState] = {}
         self._shared_at: dict[str, float] = {}
         self._follow: ValidateBatch | None = None  # the validate process that takes later launches
         self._watch = ExitWatch()  # pidfds of the running jobs' processes: wait() wakes when one exits
+        self._adopted: dict[str, JobHandle] = {}  # jobs of a conductor that died (launchers/adopted.py)
 
     def _home(self) -> Path:
         return self.sweep_dir / "nemo_run"
@@ -138,6 +143,7 @@ class LocalBackend:
             key = f"validate-s{stage}-{time.time_ns()}"
             batch = ValidateBatch(self._home() / "validate" / key, self.sweep_dir, refs)
             handle = self.submit_item(key, batch.command(), f"s{stage}", 0)
+            self._pid[key] = (handle.pid, handle.pid_start)
             self._batch_key[id(batch)] = key
             self._shared_seen[key] = JobState("running", job_id=handle.job_id, state="RUNNING")
             self._shared_at[key] = time.monotonic()
@@ -146,8 +152,9 @@ class LocalBackend:
             self._follow = batch
         for ref in refs:
             self._batch_of[ref.task] = batch
-        return {ref.task: JobHandle(ref.task, handle.job_id, job_dir=str(batch.folder(ref)), script=handle.script)
-                for ref in refs}
+        pid, start = self._pid.get(key, (None, None))
+        return {ref.task: JobHandle(ref.task, handle.job_id, job_dir=str(batch.folder(ref)), script=handle.script,
+                                    pid=pid, pid_start=start) for ref in refs}
 
     def finish(self) -> None:
         """End the local validate process that waits for more runs (the sweep has launched everything)."""
@@ -198,20 +205,41 @@ class LocalBackend:
             exp.add(task.script, executor=task.executor, name=task.name)
             before = children()
             exp.run(detach=False)
-            self._watch.add(key, children() - before)  # the job's process, started by torchx's Popen here
+            started = children() - before  # the job's process, started by torchx's Popen here
+            self._watch.add(key, started)
         self._exps[key], self._tasks[key] = exp, task
-        return JobHandle(key, batch.exp_id, job_dir=str(task.job_dir), script=self._scripts[key])
+        pid = min(started) if started else None  # one replica: the session leader of the job
+        return JobHandle(key, batch.exp_id, job_dir=str(task.job_dir), script=self._scripts[key], pid=pid,
+                         pid_start=process_start(pid) if pid else None)
 
     def wait(self, timeout_s: float) -> bool:
         """Sleep up to ``timeout_s`` s between polls, less when a local job's process exits (True then)."""
         return self._watch.wait(timeout_s)
 
     def adopt(self, handles: list[JobHandle]) -> None:
-        """Local jobs die with the process that started them: a job of another process is reported ``lost``."""
+        """Jobs of a conductor that died (recorded with their folder and process): polled, logged and cancelled
+        through their process and exit records (:mod:`launchers.adopted`). A validate batch of such a job is told to
+        end once it has validated what it was given (it takes no more runs from this process)."""
+        for h in handles:
+            if h.task in self._exps or h.task in self._batch_of or not h.job_dir:
+                continue
+            self._adopted[h.task] = h
+            if adopted.is_batch(h):
+                root = Path(h.job_dir).parent
+                if not (root / "done").exists() and not (root / "closed").exists():
+                    with contextlib.suppress(OSError):
+                        write_json(root / "done", {"adopted": True})
+            if h.pid and adopted.state(h).status == "running":
+                self._watch.add(h.task, {int(h.pid)})
 
     def find_submitted(self, refs: list[RunRef]) -> dict[str, JobHandle]:
-        """Local jobs of a process that died died with it: none is found, the runs are started again."""
-        return {}
+        """Local jobs started by a conductor that died before it recorded them: looked up among this host's
+        processes by their command line (:func:`launchers.adopted_scan.find_local_jobs`)."""
+        from launchers.adopted_scan import find_local_jobs
+
+        found = find_local_jobs(self.sweep_dir, refs)
+        self.adopt(list(found.values()))
+        return found
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
         out = {}
@@ -223,6 +251,10 @@ class LocalBackend:
                 if key not in shared:
                     shared[key] = self._shared_state(key, batch)
                 out[ref.task] = batch.state(ref, shared[key])
+            elif ref.task in self._adopted and ref.task not in self._exps:
+                out[ref.task] = adopted.state(self._adopted[ref.task])
+                if out[ref.task].final:
+                    self._watch.discard(ref.task)
             else:
                 out[ref.task] = self._job_state(ref.task)
         return out
@@ -254,6 +286,9 @@ class LocalBackend:
 
     def cancel(self, ref: RunRef) -> None:
         """Cancel the run's job (a validate batch's one job: every unfinished run of it)."""
+        if ref.task in self._adopted and ref.task not in self._exps and ref.task not in self._batch_of:
+            adopted.cancel(self._adopted[ref.task])
+            return
         batch = self._batch_of.get(ref.task)
         self._cancel_key(self._batch_key[id(batch)] if batch is not None else ref.task)
 
@@ -268,6 +303,8 @@ class LocalBackend:
     def log_files(self, ref: RunRef) -> list[Path]:
         if ref.task in self._batch_of:
             return self._batch_of[ref.task].log_files(ref)
+        if ref.task in self._adopted and ref.task not in self._tasks:
+            return adopted.log_files(self._adopted[ref.task])
         task = self._tasks.get(ref.task)
         root = Path(task.job_dir) if task is not None else None
         files = sorted(root.rglob("*.log")) if root and root.exists() else []
@@ -279,6 +316,8 @@ class LocalBackend:
     def payload_out(self, ref: RunRef) -> Path:
         if ref.task in self._batch_of:
             return self._batch_of[ref.task].out_dir(ref)
+        if ref.task in self._adopted and ref.task not in self._tasks:
+            return Path(self._adopted[ref.task].job_dir or self._home() / "missing") / "out"
         task = self._tasks.get(ref.task)
         return Path(task.job_dir) / "out" if task is not None else self._home() / "missing"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from contracts.errors import ConfigError, ContractError
 from contracts.exits import ExitCode
-from contracts.manifest import Manifest, ManifestWriter
+from contracts.manifest import Manifest
 from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
 from experiments.conductor.progress import Display, RunView, read_tail, update_from_log
@@ -32,7 +32,19 @@ def run_new(plan, argv: list[str]) -> int:
     print_plan(plan, sd.root)
     # the plan's own history URL: the manifest stores its password as *** (CONTRACTS §10)
     history = {"url": plan.cfg["history"]["url"]} if (plan.cfg.get("history") or {}).get("url") else None
-    return drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"], history=history)
+    with _lease(sd, "run"):
+        return drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"], history=history)
+
+
+@contextlib.contextmanager
+def _lease(sd: SweepDir, action: str):  # noqa: ANN202 - a context manager of experiments.conductor.lease.Lease
+    """Hold the sweep's lease for the block (one conductor per sweep, CONTRACTS §4). Raises LeaseHeld (exit 2)."""
+    from experiments.conductor.lease import acquire
+
+    with acquire(sd, action) as lease:
+        if lease.note:
+            print(f"note: {lease.note}", file=sys.stderr)
+        yield lease
 
 
 def run_action(action: str, composed: Any) -> int:
@@ -43,7 +55,7 @@ def run_action(action: str, composed: Any) -> int:
     was planned with; everything else comes from the manifest. Every value is checked before anything is touched
     (exit 2).
     """
-    from experiments.checks import check_history, check_settings, check_usage
+    from experiments.checks import check_settings, check_usage
     from experiments.settings import SweepSettings
 
     cfg = composed.base
@@ -57,7 +69,19 @@ def run_action(action: str, composed: Any) -> int:
     m = Manifest.load(sd)
     m.require_complete(sd.root)
     if action == "cancel":
+        from experiments.conductor.cancel import cancel_sweep
+
         return cancel_sweep(sd)
+    with _lease(sd, "collect" if action == "collect" else "resume"):
+        return _resume(sd, action, composed, settings)
+
+
+def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:
+    """A resume or ``collect`` under the lease: the manifest is read again now that no other conductor writes."""
+    from experiments.checks import check_history
+
+    cfg = composed.base
+    m = Manifest.load(sd)
     history = {k: v for k, v in (cfg.get("history") or {}).items() if k in composed.given("history")}
     check_history({**(m.config.get("history") or {}), **history})
     analysis = {**(m.config.get("analysis") or {}),
@@ -120,9 +144,13 @@ def show_status(sd: SweepDir) -> int:
     when the scheduler cannot be asked (the table then shows the recorded states).
     """
     from experiments.conductor.backends import make_backend
+    from experiments.conductor.lease import read_holder
     from launchers.errors import SchedulerError
 
     m = Manifest.load(sd)
+    holder = read_holder(sd)
+    if holder is not None and not holder.dead():
+        print(f"conductor: {holder.describe()}", file=sys.stderr)
     live = m.live_refs()
     rc, polled, backend = ExitCode.OK, {}, None
     if (m.cluster_config.get("executor") or "local") != "local" and live:
@@ -167,25 +195,4 @@ def _files(folder: Path) -> list[Path]:
         return []
 
 
-def cancel_sweep(sd: SweepDir) -> int:
-    """``action=cancel``: cancel every unfinished job of the sweep and mark it cancelled, in one manifest write."""
-    from experiments.conductor.backends import make_backend
-
-    m = Manifest.load(sd)
-    backend = make_backend(sd, m, strict=False)  # cancelling needs no secret values
-    refs = m.refs({ManifestStatus.PLANNED, ManifestStatus.SUBMITTED, ManifestStatus.RUNNING})
-    try:
-        for ref in refs:
-            backend.cancel(ref)
-    finally:
-        backend.close()
-
-    writer = ManifestWriter(sd, m)  # one locked write, as a conductor's round
-    for ref in refs:
-        writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
-    writer.commit()
-    print(f"cancelled {len(refs)} unfinished run(s) of sweep {m.sweep_id}")
-    return ExitCode.OK
-
-
-__all__: list[Any] = ["cancel_sweep", "find_sweep", "run_action", "run_new", "show_status"]
+__all__: list[Any] = ["find_sweep", "run_action", "run_new", "show_status"]

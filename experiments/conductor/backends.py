@@ -58,8 +58,16 @@ def handles(m: Manifest) -> list[JobHandle]:
         for a in v.attempts:
             if a.job_id:
                 out.append(JobHandle(a.ref(v.name).task, str(a.job_id), job_dir=a.get("job_dir"),
-                                     pack_step=a.get("pack_step"), host_dir=a.get("host_dir") or ""))
+                                     pack_step=a.get("pack_step"), host_dir=a.get("host_dir") or "",
+                                     pid=_int(a.get("pid")), pid_start=_int(a.get("pid_start"))))
     return out
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def make_backend(sd: SweepDir, m: Manifest, cluster: dict[str, Any] | None = None, strict: bool = True) -> Backend:

@@ -26,7 +26,7 @@ from experiments.blocks import add_blocks, next_block, schedule_new_arms
 from experiments.conductor.analyse import analyse, record_history, show
 from experiments.conductor.backends import make_backend
 from experiments.conductor.collect import secret_values
-from experiments.conductor.gates import open_gates
+from experiments.conductor.gates import open_gates, undecided
 from experiments.conductor.progress import Display
 from experiments.conductor.recover import SubmitError
 from experiments.conductor.revision import warn_revision
@@ -77,6 +77,8 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
                 from experiments.conductor.preflight import container_preflight
 
                 container_preflight(sw)
+            if resume:  # adopt what an earlier conductor left in flight (it may have died any way): never twice
+                reattach(sw)
             pending = runs_to_submit(sd, sw.m)
             track(sw, pending, detach)
             if detach:
@@ -163,8 +165,9 @@ def _disk_error(sd: SweepDir, sweep_id: str, e: OSError) -> None:
 
 def more_launches_possible(m: Manifest) -> bool:
     """Whether :func:`next_step` can still launch runs: only ``repeats=auto`` adds blocks
-    (:func:`experiments.blocks.next_block`) and only a gated variant can open (:func:`experiments.conductor.gates.open_gates`)."""
-    return (m.design or {}).get("repeats") == "auto" or any(v.status == ManifestStatus.GATED for v in m.variants)
+    (:func:`experiments.blocks.next_block`) and only a gated or gate-closed variant can open
+    (:func:`experiments.conductor.gates.open_gates`)."""
+    return (m.design or {}).get("repeats") == "auto" or bool(undecided(m))
 
 
 def next_step(sw: Sweep, summary: Any) -> str | None:
@@ -178,9 +181,12 @@ def next_step(sw: Sweep, summary: Any) -> str | None:
         return "block"
     if (sw.m.design or {}).get("repeats") == "auto":
         print(f"adaptive: stop ({why})", file=sys.stderr)
-    if open_gates(sw.writer, summary):
-        sw.writer.change(schedule_new_arms)
-        return "gate"
+    opened = open_gates(sw.writer, summary)
+    # blocks for the arms of an open gate that have none: the gate just opened, or it opened before a conductor
+    # died between the gate's write and this one
+    if opened or any(v.status == ManifestStatus.PLANNED and v.variant.gate for v in sw.m.variants):
+        if sw.writer.change(schedule_new_arms) or opened:
+            return "gate"
     return None
 
 

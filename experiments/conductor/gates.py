@@ -37,31 +37,56 @@ def gate_reason(peer: VariantEntry | None, summary: Summary) -> str | None:
     return None
 
 
+GATE = "gate overlap_passed"
+
+
+def gate_closed(v: VariantEntry) -> bool:
+    """True for a variant its gate closed (skipped, never run): the gate is decided again from the runs as they
+    stand at each analysis, so a resume that makes the overlap arm pass reopens it."""
+    return (v.status == ManifestStatus.SKIPPED and not v.attempts
+            and any(r.startswith(f"{GATE} closed") for r in v.variant.reasons))
+
+
+def undecided(m: Manifest) -> list[VariantEntry]:
+    """The variants a gate decides at the next analysis: gated ones, and those a gate closed (:func:`gate_closed`)."""
+    return [v for v in m.variants if v.status == ManifestStatus.GATED or gate_closed(v)]
+
+
+def _decide(v: VariantEntry, status: ManifestStatus, reason: str) -> None:
+    """Set the gate's decision, replacing an earlier one (the report shows the decision that stands)."""
+    from dataclasses import replace
+
+    kept = tuple(r for r in v.variant.reasons if not r.startswith(GATE))
+    v.variant = replace(v.variant, status=status, reasons=(*kept, reason))
+
+
 def open_gates(writer: ManifestWriter, summary: Summary) -> bool:
-    """Open gated variants whose gate passed (-> planned), close the rest (-> skipped), in one manifest write
-    through the sweep's ``writer`` (none when no variant is gated). Returns True if any opened."""
+    """Decide every gate from the runs as they stand (``summary``): a gated variant, or one a gate closed earlier,
+    whose gate passes -> planned; a gated one whose gate fails -> skipped (a closed one stays closed, unchanged). One
+    manifest write through the sweep's ``writer`` (none when nothing is undecided). Returns True if any opened."""
 
     def change(m: Manifest) -> bool:
-        gated = [v for v in m.variants if v.status == ManifestStatus.GATED]
-        if not gated:
+        todo = undecided(m)
+        if not todo:
             return False
         opened = False
-        for g in gated:
+        for g in todo:
             peer = next((v for v in m.variants if v.variant.dispatcher == g.variant.dispatcher and v.variant.overlap
                          and not v.variant.delay_wgrad and v.variant.group == g.variant.group), None)
             reason = gate_reason(peer, summary)
             if reason:
-                g.set_status(ManifestStatus.SKIPPED, f"gate overlap_passed closed: {reason}")
+                if g.status == ManifestStatus.GATED:
+                    _decide(g, ManifestStatus.SKIPPED, f"{GATE} closed: {reason}")
             else:
                 ok = ", ".join(sorted({r.status for r in summary.runs if peer and r.variant == peer.name}))
-                g.set_status(ManifestStatus.PLANNED, f"gate overlap_passed opened: {peer.name if peer else '?'} "
-                                                     f"ran {ok}, not slower, loss parity not failed")
+                _decide(g, ManifestStatus.PLANNED, f"{GATE} opened: {peer.name if peer else '?'} "
+                                                   f"ran {ok}, not slower, loss parity not failed")
                 opened = True
         for s in m.stages:
-            if s.gate:
+            if s.gate and (opened or s.status != StageStatus.OPEN):
                 s.status = StageStatus.OPEN if opened else StageStatus.CLOSED
         return opened
 
-    if not any(v.status == ManifestStatus.GATED for v in writer.m.variants):
+    if not undecided(writer.m):
         return False
     return writer.change(change)

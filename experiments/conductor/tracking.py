@@ -22,9 +22,11 @@ from contracts.records import RunRef
 from contracts.statuses import ManifestStatus, Mode
 from contracts.sweepdir import SweepDir
 from experiments import timeline
+from experiments.conductor.cancel import check_cancel, request, stop_for_cancel
 from experiments.conductor.collect import collect, write_script
 from experiments.conductor.progress import Display, RunView, median_step_ms, read_tail, update_from_log
 from experiments.conductor.recover import Outage, SubmitError, adopt_unrecorded, fault
+from experiments.conductor.signals import deferred
 from launchers.backend import Backend
 
 VALIDATE_POLL_CAP_S = 0.4  # s, the longest wait between polls of a local validate batch
@@ -100,6 +102,7 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
     outage = Outage()
     polls = 0
     while queue or active:
+        check_cancel(sw)  # a cancel from another shell: nothing more is launched
         if queue and len(active) < limit:
             take = queue[: limit - len(active)]
             del queue[: len(take)]
@@ -149,6 +152,12 @@ def _launch(sw: Sweep, batch: list[RunRef], stage: int) -> list[RunRef]:
 
     Before sbatch the attempts are marked ``submitting`` (one manifest write), so that a crash between the
     submission and the write of the job ids is found again on resume (:func:`adopt_unrecorded`)."""
+    with deferred():  # SIGTERM/SIGHUP/SIGINT wait until the launched jobs are recorded
+        return _launch_recorded(sw, batch, stage)
+
+
+def _launch_recorded(sw: Sweep, batch: list[RunRef], stage: int) -> list[RunRef]:
+    check_cancel(sw)
     for r in batch:
         sw.writer.set(r, submitting=now_iso())
     sw.writer.commit()
@@ -273,11 +282,18 @@ def reattach(sw: Sweep) -> None:
         sw.writer.commit()
         sw.display.update(list(sw.views.values()))
         if refs:
-            time.sleep(sw.settings.poll_s)
+            check_cancel(sw)
+            sw.backend.wait(sw.settings.poll_s)
 
 
 def interrupt(sw: Sweep) -> None:
-    """Ctrl-C (CONTRACTS §5): locally cancel the running runs and mark them cancelled; on Slurm detach."""
+    """Ctrl-C, SIGTERM, SIGHUP (CONTRACTS §5): locally cancel the running runs and mark them cancelled; on Slurm
+    detach. With a live cancel request (``action=cancel`` from another shell) every backend's runs are cancelled
+    (:func:`experiments.conductor.cancel.stop_for_cancel`)."""
+    r = request(sw.sd)
+    if r is not None:
+        stop_for_cancel(sw, r)
+        return
     m = sw.m
     local = (m.cluster_config.get("executor") or "local") == "local"
     if local:

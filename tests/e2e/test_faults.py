@@ -1,8 +1,9 @@
 """Fault injection on the real local Slurm: each case ends with nothing lost (every completed run's logs
 and metrics present), nothing submitted twice (each Slurm job name of the sweep once) and the right exit code.
 
-Faults: two sweeps racing for one folder; the conductor SIGKILLed between sbatch and the manifest write, then
-resumed; slurmctld restarted mid-sweep; a job cancelled behind the tool's back; the disk filling up while the report
+Faults: two sweeps racing for one folder; two resumes of one sweep at once (the lease: one submits, the other exits
+2); the conductor SIGKILLed between sbatch and the manifest write, then resumed; the conductor SIGKILLed at twenty
+random points, each sweep ending whole after one resume; slurmctld restarted mid-sweep; a job cancelled behind the tool's back; the disk filling up while the report
 is written (a small tmpfs); manifest.json truncated or not JSON."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -62,7 +64,8 @@ def assert_nothing_lost(out: Path) -> None:
             if a["status"] != "succeeded":
                 continue
             done += 1
-            adir = out / "variants" / name / f"attempt-{a['attempt']}"
+            prefix = f"r{a['repeat']}-" if a.get("repeat") else ""  # a stage-3 arm's block is repeat 1
+            adir = out / "variants" / name / f"{prefix}attempt-{a['attempt']}"
             assert any(p.name.startswith("log-") for p in (adir / "logs").iterdir()), adir
             assert (adir / "effective_config.json").is_file() and (adir / "run.json").is_file()
             assert runs[(name, a["attempt"])]["status"] == "validated"
@@ -121,6 +124,75 @@ def test_sigkill_between_submit_and_manifest_write_then_resume(tmp_path):
     assert all([a["attempt"] for a in v] == [1] and v[0]["status"] == "succeeded" for v in atts.values()), atts
     assert_nothing_twice(out)
     assert_nothing_lost(out)
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_two_resumes_at_once_submit_each_run_once(tmp_path):
+    out = tmp_path / "s"
+    assert main([*BASE, "action=plan", f"output_dir={out}"]) == 0
+    sid = _m(out)["sweep_id"]
+    procs = [spawn_sweep([*BASE[:3], "action=run", f"sweep_id={sid}", f"output_dir={out}"]) for _ in range(2)]
+    res = [(p.wait(timeout=400), *p.communicate()) for p in procs]
+    assert sorted(rc for rc, *_ in res) == [0, 2], [(rc, err[-2000:]) for rc, _, err in res]
+    loser = next(err for rc, _, err in res if rc == 2)
+    assert "is being driven by pid " in loser and "(action=resume, since " in loser, loser
+    assert_nothing_twice(out)
+    assert_nothing_lost(out)
+
+
+KILLS = 20  # SIGKILLs of the conductor at random points, one sweep each
+AT_ONCE = 10  # sweeps run side by side (the local cluster's 4 nodes take their jobs as they can)
+DEFAULT = ["cluster=local_slurm", "allow_dirty=true", "poll_s=0.2"]  # the isolation preset, validate mode
+
+
+def _planned(out: Path, timeout_s: float = 120) -> None:
+    end = time.time() + timeout_s
+    while time.time() < end:
+        try:
+            if _m(out).get("plan_state", "complete") == "complete":
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{out}: the plan was not written within {timeout_s} s")
+
+
+def _ended_whole(out: Path) -> None:
+    m = _m(out)
+    for v in m["variants"]:
+        if v["status"] == "pruned":
+            continue
+        assert v["status"] == "planned" and v["attempts"] and v["attempts"][-1]["status"] == "succeeded", v
+    assert [s["status"] for s in m["stages"] if s.get("gate")] == ["open"], m["stages"]
+    assert_nothing_twice(out)
+    assert_nothing_lost(out)
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_sigkill_at_random_points_then_one_resume_ends_every_sweep_whole(tmp_path):
+    rng = random.Random(25)
+    delays = [rng.uniform(0.0, 30.0) for _ in range(KILLS)]  # s after the plan is written
+    for first in range(0, KILLS, AT_ONCE):
+        batch = [(tmp_path / f"s{i}", delays[i]) for i in range(first, min(first + AT_ONCE, KILLS))]
+        procs = [(out, delay, spawn_sweep([*DEFAULT, f"output_dir={out}"])) for out, delay in batch]
+        for out, _, _ in procs:
+            _planned(out)
+        t0 = time.time()
+        for _, delay, p in sorted(procs, key=lambda x: x[1]):
+            time.sleep(max(0.0, t0 + delay - time.time()))
+            p.kill()
+        for _, _, p in procs:
+            p.wait(timeout=60)
+            p.communicate()
+        resumes = [(out, delay, spawn_sweep([*DEFAULT, "action=run", f"sweep_id={_m(out)['sweep_id']}",
+                                             f"output_dir={out}"])) for out, delay, _ in procs]
+        for out, delay, p in resumes:
+            rc = p.wait(timeout=600)
+            _, err = p.communicate()
+            assert rc == 0, (out, f"killed {delay:.1f} s after the plan", err[-3000:])
+            _ended_whole(out)
 
 
 @pytest.mark.megatron

@@ -1,0 +1,174 @@
+"""``action=cancel`` from any shell, for every backend (docs/CONTRACTS.md §1, §4).
+
+The cancelling command writes a request, ``<sweep>/cancel.json`` (its host, pid, pid start time, since when), then
+takes the sweep's lease (:mod:`experiments.conductor.lease`). When a live conductor holds it, that conductor is
+asked to stop: on this host with SIGTERM (which it takes as Ctrl-C, :mod:`experiments.conductor.signals`), and on
+any host through the request, which it reads before each launch and at each round (:func:`check_cancel`). A
+conductor that finds a live request launches nothing more: it cancels every unfinished run of the sweep itself,
+on every backend (locally its jobs, on Slurm ``scancel``; it does not detach), marks them ``cancelled``
+(flag ``cancelled_by_user``) and exits 130, which frees the lease. The cancelling command waits for the lease
+(``CANCEL_WAIT_S`` seconds at most), then cancels what is still unfinished: a local job of a conductor that died
+by its recorded process (:mod:`launchers.adopted`), a Slurm job by ``scancel``, an attempt marked ``submitting``
+after looking its job up first. It prints one line per run it or the conductor stopped, then the count.
+
+A request whose writer is gone (same host, dead) is ignored: a cancel killed half-way never stops a later resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from contracts.atomic import write_json
+from contracts.exits import ExitCode
+from contracts.manifest import Manifest, ManifestWriter, now_iso
+from contracts.records import RunRef
+from contracts.statuses import ManifestStatus
+from contracts.sweepdir import SweepDir
+from launchers.procs import process_alive, process_start
+
+REQUEST_FILE = "cancel.json"
+CANCEL_WAIT_S = 120.0  # s the cancelling command waits for the conductor to stop and free the lease
+UNFINISHED = frozenset({ManifestStatus.PLANNED, ManifestStatus.SUBMITTED, ManifestStatus.RUNNING})
+
+
+class CancelRequested(KeyboardInterrupt):
+    """A live ``action=cancel`` request was found by the conductor (handled as Ctrl-C, with cancelling)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """The request of one cancelling command (who, since when)."""
+
+    host: str
+    pid: int
+    start: int | None
+    since: str
+
+    def live(self) -> bool:
+        """True unless its writer is known gone (same host, pid dead or reused)."""
+        return self.host != socket.gethostname() or process_alive(self.pid, self.start)
+
+    def describe(self) -> str:
+        return f"action=cancel (pid {self.pid} on {self.host}, {self.since})"
+
+
+def request(sd: SweepDir) -> Request | None:
+    """The live cancel request of the sweep, or None."""
+    try:
+        d = json.loads((sd.root / REQUEST_FILE).read_text())
+        r = Request(str(d["host"]), int(d["pid"]), None if d.get("start") is None else int(d["start"]),
+                    str(d["since"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return r if r.live() else None
+
+
+def check_cancel(sw: Any) -> None:
+    """Raise :class:`CancelRequested` when the sweep of ``sw`` (a tracking.Sweep) has a live cancel request."""
+    r = request(sw.sd)
+    if r is not None:
+        raise CancelRequested(r.describe())
+
+
+def stop_for_cancel(sw: Any, r: Request) -> int:
+    """The conductor's side: cancel every unfinished run of ``sw`` on its backend, mark it cancelled, collect
+    what it left. Returns how many runs were cancelled."""
+    from experiments.conductor.collect import collect
+
+    refs = sw.m.refs(UNFINISHED)
+    for ref in refs:
+        sw.backend.cancel(ref)
+        sw.writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
+        if ref.task in sw.views:
+            sw.views[ref.task].state = "cancelled"
+        sw.writer.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
+    sw.writer.commit()
+    print(f"cancelled by {r.describe()}: stopped {len(refs)} run(s); nothing more is launched", file=sys.stderr)
+    return len(refs)
+
+
+def _describe(m: Manifest, ref: RunRef) -> str:
+    a = m.attempt(ref)
+    return f"{ref.task} (job {a.job_id or 'none'}, was {a.status})"
+
+
+def cancel_sweep(sd: SweepDir) -> int:
+    """``action=cancel`` (module docstring). Returns 0, or 5 when the conductor holding the sweep did not stop
+    within ``CANCEL_WAIT_S`` seconds (the request stays: it stops at its next round)."""
+    from experiments.conductor.backends import make_backend
+    from experiments.conductor.lease import LeaseHeld, acquire, read_holder
+
+    before = Manifest.load(sd)
+    was = {r.task: _describe(before, r) for r in before.refs(UNFINISHED)}
+    path = sd.root / REQUEST_FILE
+    write_json(path, {"host": socket.gethostname(), "pid": os.getpid(), "start": process_start(os.getpid()),
+                      "since": now_iso()})
+    try:
+        lease, signalled, end = None, False, time.monotonic() + CANCEL_WAIT_S
+        while lease is None:
+            try:
+                lease = acquire(sd, "cancel")
+            except LeaseHeld as e:
+                holder = read_holder(sd)
+                if not signalled and holder is not None and holder.local and process_alive(holder.pid, holder.start):
+                    os.kill(holder.pid, signal.SIGTERM)
+                    signalled = True
+                    print(f"asked the conductor {holder.describe()} to stop", file=sys.stderr)
+                if time.monotonic() > end:
+                    print(f"error: {e}; it did not stop within {CANCEL_WAIT_S:.0f} s. The cancel request stays in "
+                          f"{path}: the conductor stops at its next round", file=sys.stderr)
+                    path = None  # type: ignore[assignment]  # keep the request for the conductor
+                    return ExitCode.INFRA
+                time.sleep(0.2)
+        with lease:
+            if lease.note:
+                print(f"note: {lease.note}", file=sys.stderr)
+            m = Manifest.load(sd)
+            backend = make_backend(sd, m, strict=False)  # cancelling needs no secret values
+            try:
+                orphans = [r for r in m.refs({ManifestStatus.PLANNED}) if m.attempt(r).get("submitting")
+                           and not m.attempt(r).job_id]
+                found = backend.find_submitted(orphans) if orphans else {}
+                refs = m.refs(UNFINISHED)
+                for r in refs:
+                    was.setdefault(r.task, _describe(m, r))
+                for ref in refs:
+                    backend.cancel(ref)
+            finally:
+                backend.close()
+            writer = ManifestWriter(sd, m)  # one locked write, as a conductor's round
+            for ref in refs:
+                h = found.get(ref.task)
+                writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"],
+                           **(h.record() if h else {}))
+            writer.commit()
+            mine = {r.task for r in refs}
+            after = writer.m
+            by_task = {r.task: r for r in after.refs()}
+            lines = []
+            for task, what in was.items():
+                now = after.attempt(by_task[task]).status if task in by_task else "unknown"
+                if task in mine:
+                    lines.append(f"stopped {what}")
+                elif now == ManifestStatus.CANCELLED:
+                    lines.append(f"stopped {what} (by its conductor)")
+                else:
+                    lines.append(f"not stopped {what}: it had ended ({now})")
+            for line in lines:
+                print(line)
+            n = sum(1 for line in lines if line.startswith("stopped"))
+            print(f"cancelled {n} unfinished run(s) of sweep {m.sweep_id}")
+            return ExitCode.OK
+    finally:
+        if path is not None:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
