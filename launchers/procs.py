@@ -62,3 +62,49 @@ def stop_group(pid: int, start: int | None, grace_s: float = 5.0) -> bool:
         except (ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     return True
+
+
+SUBMITTER_ENV = "MOE_SWEEP_SUBMITTING"
+"""Set, for the duration of a submission, to the sweep's NeMo-Run folder: every sbatch the submission starts
+inherits it through its environment, so a later conductor can tell a dead conductor's sbatch that still runs."""
+
+
+def submitter_marker(state_dir: str | os.PathLike[str]) -> str:
+    """The :data:`SUBMITTER_ENV` value of a sweep: its NeMo-Run folder, resolved (one per sweep)."""
+    return os.path.realpath(state_dir)
+
+
+def submitters(marker: str) -> list[int]:
+    """Pids of this host's processes (other than this one) whose environment holds ``SUBMITTER_ENV=marker``: the
+    sbatch children of a conductor that died while it submitted (they outlive it and may still queue a job)."""
+    needle = f"{SUBMITTER_ENV}={marker}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                env = f.read()
+        except OSError:  # gone, or another user's
+            continue
+        if needle in env.split(b"\0") and process_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_submitters(marker: str, timeout_s: float) -> list[int]:
+    """Wait, ``timeout_s`` seconds at most, until no process of :func:`submitters` runs; those still running then
+    are killed (an sbatch that hangs that long gets no answer from the controller). Returns the pids waited for, so
+    the caller can say so. Only then can a look-up by job name trust that nothing more will be queued."""
+    waited = submitters(marker)
+    end = time.monotonic() + timeout_s
+    left = waited
+    while left and time.monotonic() < end:
+        time.sleep(0.2)
+        left = [p for p in left if process_alive(p)]
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return waited

@@ -6,6 +6,7 @@ login node or through an SSH tunnel. The interface is :class:`launchers.backend.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,9 @@ from launchers.batch import BatchRequest, batch_label
 from launchers.errors import SchedulerError
 from launchers.shell import Shell, close_shell
 from launchers.spec import RunSpec
+
+SUBMITTER_WAIT_S = 120.0
+"""How long a resume waits for a dead conductor's sbatch processes before it looks their jobs up (then kills them)."""
 
 
 class SlurmBackend:
@@ -78,6 +82,13 @@ class SlurmBackend:
 
         if self.remote or self.pack or not refs:  # packed steps share one allocation's name: not looked up
             return {}
+        from launchers.procs import submitter_marker, wait_for_submitters
+
+        # a dead conductor's sbatch may still be running: it would queue its job after the look-up below
+        waited = wait_for_submitters(submitter_marker(self.sweep_dir / "nemo_run"), SUBMITTER_WAIT_S)
+        if waited:
+            print(f"note: waited for {len(waited)} sbatch process(es) of the conductor that stopped (pids "
+                  f"{', '.join(map(str, waited))}) before looking its jobs up", file=sys.stderr)
         names = {f"{JOB_NAME_PREFIX}{run_spec(self.sweep_dir, r, 'train', 0).name}": r for r in refs}
         out: dict[str, JobHandle] = {}
         for name, (job_id, script_path) in find_by_name(list(names), self._shell()).items():

@@ -24,6 +24,7 @@ from launchers.home import nemo_run, nemorun_home, no_stdin
 from launchers.pack import PackedRun, pack_batch
 from launchers.packaging import check_clean, code_packager, git_state, ship_ref
 from launchers.procenv import environ, in_dir
+from launchers.procs import SUBMITTER_ENV, submitter_marker
 from launchers.shell import Shell, close_shell, close_tunnel, local_shell, shell_for
 
 _HANDLE_JOB = re.compile(r"/(\d+(?:_\d+)?)(?:/|$)")
@@ -196,7 +197,8 @@ def _queue(
             exp = run.Experiment(batch.title, id=batch.exp_id, log_level="ERROR", clean_mode=True,
                                  enable_goodbye_message=False, skip_status_at_exit=True)
             try:
-                _run_detached(exp, batch, cluster, shell, env.secrets if not written_secrets else {}, state.root)
+                _run_detached(exp, batch, cluster, shell, env.secrets if not written_secrets else {}, state.root,
+                              state_dir)
             finally:
                 _close_tunnels(run, exp, batch)
             # NeMo-Run copies the submitting program's source next to the experiment and exec()s it again in
@@ -212,14 +214,19 @@ def _queue(
     return batch, submitted, handles
 
 
-def _run_detached(exp: Any, batch: Batch, cluster: ClusterConfig, shell: Shell, secrets: dict[str, str], root: Path) -> None:
+def _run_detached(exp: Any, batch: Batch, cluster: ClusterConfig, shell: Shell, secrets: dict[str, str], root: Path,
+                  state_dir: str | Path) -> None:
     """Submit ``batch``'s tasks as ``exp``, detached, from the checkout ``root`` with ``secrets`` in the environment
-    sbatch exports; a failure cancels the jobs already queued.
+    sbatch exports; a failure cancels the jobs already queued. ``state_dir``: the sweep's NeMo-Run folder (the
+    submitter marker).
 
     Raises:
         SchedulerError: sbatch refused a job or the transport failed (Slurm's message, the jobs cancelled again).
     """
-    with in_dir(root), environ(secrets), no_stdin(), exp:
+    # the sbatch children carry the sweep's marker: a conductor that died mid-submission leaves them running, and
+    # the next one waits for them before it looks its jobs up by name (launchers.procs.wait_for_submitters)
+    marker = {} if cluster.remote else {SUBMITTER_ENV: submitter_marker(state_dir)}
+    with in_dir(root), environ({**secrets, **marker}), no_stdin(), exp:
         for task in batch.tasks:
             exp.add(task.script, executor=task.executor, name=task.name)
         try:
