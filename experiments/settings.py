@@ -37,6 +37,7 @@ class SweepSettings:
     hang_min_s: float
     poll_s: float
     control: bool = False
+    collect_job: bool = True
     max_blocks: int = 6
     block_seed: int | None = None
     practical_threshold: float = 0.02
@@ -76,7 +77,7 @@ class SweepSettings:
             except ValueError as e:
                 raise ConfigError(f"sweep_id={self.sweep_id!r} is not a real UTC time ({e}); the id starts with the "
                                   "time it was made, YYYYmmdd-HHMMSSZ, e.g. 20261129-160000Z-a1b2c3") from None
-        for k in ("dry_run", "pack", "detach", "allow_dirty"):
+        for k in ("dry_run", "pack", "detach", "allow_dirty", "collect_job"):
             if not isinstance(getattr(self, k), bool):
                 raise ConfigError(f"{k}={getattr(self, k)!r} must be true or false")
         if not isinstance(self.max_gpu_hours, int | float) or isinstance(self.max_gpu_hours, bool):

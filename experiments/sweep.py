@@ -19,8 +19,8 @@ from contracts.exits import ExitCode
 HELP = __doc__ + """
 Top-level keys: action=run|plan|status|collect|cancel  dry_run=false|true  sweep_id=ID  output_dir=DIR
   preflight=static|container|off  mode=train|validate  repeats=N|auto  pack=false|true  detach=false|true
-  allow_dirty=false|true  max_gpu_hours=N  hang_action=cancel|flag  control=false|true  max_blocks=N
-  block_seed=N  practical_threshold=0.02
+  collect_job=true|false  allow_dirty=false|true  max_gpu_hours=N  hang_action=cancel|flag  control=false|true
+  max_blocks=N  block_seed=N  practical_threshold=0.02
 Groups: model=tiny_moe|qwen3_30b_a3b|qwen3_235b_a22b|deepseek_v3  cluster=local|local_slurm|h100_slurm|b200_slurm|
   gb200_slurm  container=<profile>  sweep=isolation|full|nightly
 Axes: dispatcher=alltoall,allgather,deepep,hybridep,ncclep  overlap=on,off  delay_wgrad=on,off

@@ -35,10 +35,13 @@ class Backend(Protocol):
 
     ``max_concurrent``: runs in flight at once (1 locally, so that variants never share a GPU; None = all).
     ``enforce_time_limit``: the conductor must enforce ``cluster.time_limit`` itself (Slurm does it there).
+    ``detaches``: the jobs go on when the conductor exits, and another process can track them (Slurm); a local job
+    belongs to the process that started it, so a local sweep always runs in the foreground.
     """
 
     max_concurrent: int | None
     enforce_time_limit: bool
+    detaches: bool
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobHandle]: ...
 
@@ -97,6 +100,7 @@ class LocalBackend:
 
     max_concurrent = 1
     enforce_time_limit = True
+    detaches = False
 
     def __init__(self, sweep_dir: Path, cluster: ClusterConfig, gpus: int, title: str, hold_s: float = 0) -> None:
         self.sweep_dir = Path(sweep_dir).resolve()

@@ -25,7 +25,7 @@ from launchers.home import nemo_run, nemorun_home, nemorun_home_path, no_stdin
 from launchers.spec import RunSpec
 from launchers.templates import TemplateCache
 
-__all__ = ["DEFAULT_TITLE", "JobScripts", "render_job_script", "render_slurm_batch"]
+__all__ = ["DEFAULT_TITLE", "JobScripts", "render_collect_script", "render_job_script", "render_slurm_batch"]
 
 
 def render_slurm_batch(request: BatchRequest, *, state_dir: str | Path) -> dict[str, str]:
@@ -157,3 +157,14 @@ class JobScripts:
     def close(self) -> None:
         """Forget the templates."""
         self._templates.clear()
+
+
+def render_collect_script(request: BatchRequest, *, after: list[str], state_dir: str | Path) -> str:
+    """The sbatch text of the collect job of ``request`` held behind Slurm jobs ``after``, as
+    :func:`launchers.submit.submit_collect` submits it (without submitting). Errors as
+    :func:`launchers.collect_job.collect_batch`."""
+    from launchers.collect_job import collect_batch
+
+    texts = _render(lambda run, home: collect_batch(run, request, home=home, after=after), state_dir,
+                    request.job_env)
+    return texts[request.items[0].name]

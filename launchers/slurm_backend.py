@@ -35,6 +35,7 @@ class SlurmBackend:
 
     max_concurrent = None
     enforce_time_limit = False
+    detaches = True
 
     def __init__(self, sweep_dir: Path, cluster: ClusterConfig, *, title: str, repo: Path, allow_dirty: bool = False,
                  pack: bool = False, hold_s: float = 0) -> None:
@@ -146,6 +147,22 @@ class SlurmBackend:
                                                    host_dir=s.host_dir if self.remote else "")
             self._submitted_at[key] = time.time()
         return out
+
+    def submit_collect(self, sweep_id: str, after: list[str]) -> JobHandle:
+        """Queue the sweep's collect as a Slurm job held until every job of ``after`` (Slurm job ids) has ended
+        (``--dependency=afterany``, :mod:`launchers.collect_job`); it runs in this checkout, with this interpreter.
+
+        Raises:
+            LaunchConfigError: an SSH profile (the nodes do not have this checkout) or no job ids.
+            SchedulerError: sbatch refused the job (its message included).
+        """
+        from launchers.collect_job import collect_command
+        from launchers.submit import submit_collect
+
+        cmd = collect_command(sweep_id, self.sweep_dir, repo=self.repo)
+        sub = submit_collect(self._request([cmd], "collect"), after=after, state_dir=self.sweep_dir / "nemo_run",
+                             repo=self.repo, allow_dirty=self.allow_dirty, shell=self._shell())
+        return JobHandle(cmd.name, sub.job_id, job_dir=str(sub.job_dir), script=sub.script)
 
     def _request(self, items: list[Any], label: str) -> BatchRequest:
         """The batch of ``items`` under ``label`` plus a time stamp (a resubmission never reuses an experiment id)."""

@@ -264,3 +264,18 @@ def _submission(batch: Batch, task: Task, handles: dict[str, str], submitted: st
     script = mask_text((batch.exp_dir / f"{task.name}_sbatch.sh").read_text(), batch.env.secret_values())
     return Submission(name=task.name, job_id=handles[task.name], exp_id=batch.exp_id, job_dir=task.job_dir,
                       script=script, submitted=submitted, item=task.item, host_dir=task.host_dir)
+
+
+def submit_collect(request: BatchRequest, *, after: Sequence[str], state_dir: str | Path, repo: str | Path,
+                   allow_dirty: bool = False, shell: Shell | None = None) -> Submission:
+    """Queue the collect job of ``request`` (one :func:`launchers.collect_job.collect_command`), held by
+    ``--dependency=afterany:<after>`` until every run job of ``after`` (Slurm job ids) has ended
+    (:func:`launchers.collect_job.collect_batch`). Other arguments and errors as :func:`submit_slurm`."""
+    from launchers.collect_job import collect_batch
+
+    def build(run: Any, home: Path, packager_for: Any) -> Batch:
+        return collect_batch(run, request, home=home, after=after, packager_for=packager_for)
+
+    batch, submitted, handles = _queue(request, build, state_dir=state_dir, repo=repo, allow_dirty=allow_dirty,
+                                       allow_ssh_secrets=False, shell=shell)
+    return _submission(batch, batch.tasks[0], handles, submitted)

@@ -25,6 +25,7 @@ from experiments import timeline
 from experiments.blocks import add_blocks, next_block, schedule_new_arms
 from experiments.conductor.analyse import analyse, record_history, show
 from experiments.conductor.backends import make_backend
+from experiments.conductor.chain import chain_collect
 from experiments.conductor.collect import secret_values
 from experiments.conductor.gates import open_gates, undecided
 from experiments.conductor.progress import Display
@@ -68,8 +69,9 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
            history: dict[str, Any] | None) -> int:
     sd, m = sw.sd, sw.m
     detach = bool(settings.detach)
-    if detach and sw.backend.max_concurrent is not None:
-        print("note: the local executor cannot detach (CONTRACTS §1); running attached", file=sys.stderr)
+    if detach and not getattr(sw.backend, "detaches", False):
+        # a local job belongs to the process that started it: nothing would track or collect it after an exit
+        print("note: the local executor never detaches (CONTRACTS §1); running in the foreground", file=sys.stderr)
         detach = False
     try:
         if not collect_only:
@@ -86,6 +88,7 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
                 _record_timeline(sd, "run")
                 print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
                       f"action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
+                chain_collect(sw)
                 return ExitCode.OK
         else:
             reattach(sw)
@@ -106,6 +109,7 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
                 sw.stop()
                 print(f"{'gate opened' if what == 'gate' else 'adaptive: next block'}: queued. Finish with: "
                       f"python -m experiments.sweep action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
+                chain_collect(sw)
                 return ExitCode.OK
         if final is None:
             collect_all(sw)

@@ -1,0 +1,56 @@
+"""A detached Slurm sweep's collect, queued as a Slurm job behind the sweep's run jobs (:mod:`launchers.collect_job`).
+
+When the conductor detaches, every job in flight is known: the collect job waits for all of them
+(``--dependency=afterany``), so the sweep is collected, analysed and its history recorded when its last job ends,
+from this checkout. ``collect_job=false`` leaves it to a later ``action=collect`` (a cron line). Where the job is
+recorded: ``<sweep>/collect_job.json`` (its Slurm job id, the run jobs it waits for, its log folder).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from contracts.atomic import write_json
+from contracts.manifest import Manifest
+from experiments.conductor.tracking import Sweep
+
+RECORD = "collect_job.json"
+
+
+def run_job_ids(m: Manifest) -> list[str]:
+    """The Slurm job ids of the sweep's attempts still in flight (submitted or running), each once, in manifest
+    order; a packed block's runs share one id."""
+    live = {(r.variant, r.repeat, r.attempt) for r in m.live_refs()}
+    ids = [str(a.job_id) for v in m.variants for a in v.attempts
+           if a.job_id and (v.name, a.repeat, a.attempt) in live]
+    return list(dict.fromkeys(ids))
+
+
+def chain_collect(sw: Sweep) -> str | None:
+    """Queue the collect job of the detached sweep ``sw`` behind its jobs in flight; returns its Slurm job id, or
+    None when none was queued (``collect_job=false``, a backend that cannot, no job in flight, or sbatch refused:
+    then a warning names the command that collects by hand). Never raises for the scheduler: the runs are queued
+    whatever happens to their collect."""
+    from launchers.errors import LaunchError
+
+    m = sw.m
+    how = f"python -m experiments.sweep action=collect sweep_id={m.sweep_id} output_dir={sw.sd.root}"
+    if not bool(getattr(sw.settings, "collect_job", True)):
+        return None
+    submit = getattr(sw.backend, "submit_collect", None)
+    after = run_job_ids(m)
+    if submit is None or not after:
+        return None
+    try:
+        handle = submit(m.sweep_id, after)
+    except LaunchError as e:  # SchedulerError and LaunchConfigError: the runs stay queued
+        print(f"warning: the collect job was not queued ({e}); collect with: {how}", file=sys.stderr)
+        return None
+    try:
+        write_json(sw.sd.root / RECORD, {"job_id": handle.job_id, "after": after, "dependency": "afterany",
+                                        "job_dir": handle.job_dir})
+    except OSError as e:
+        print(f"warning: {RECORD} not written ({e}); the collect job {handle.job_id} is queued", file=sys.stderr)
+    print(f"collect chained: Slurm job {handle.job_id} collects the sweep when its last job ends "
+          f"(--dependency=afterany:{':'.join(after)}); its log: {handle.job_dir}")
+    return handle.job_id
