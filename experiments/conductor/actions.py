@@ -139,7 +139,9 @@ def show_status(sd: SweepDir) -> int:
     """``action=status``: the live run table of any sweep, from any shell. Read-only: the manifest is not written.
 
     On Slurm the unfinished attempts are asked of the scheduler (one squeue and one sacct call for all of them,
-    through the SSH tunnel when the profile has one); iteration and step time come from each attempt's log, the
+    through the SSH tunnel when the profile has one); locally each job's own records say, read-only
+    (:func:`launchers.adopted.state`: finished with its exit code, running while its recorded process runs, else
+    ``lost``; no backend is made: a local backend's ``adopt`` tells a running validate batch to end); iteration and step time come from each attempt's log, the
     collected copy when there is one, else the job folder (over SSH: fetched from the cluster). Returns 0, or 5
     when the scheduler cannot be asked (the table then shows the recorded states).
     """
@@ -152,7 +154,7 @@ def show_status(sd: SweepDir) -> int:
     if holder is not None and not holder.dead():
         print(f"conductor: {holder.describe()}", file=sys.stderr)
     live = m.live_refs()
-    rc, polled, backend = ExitCode.OK, {}, None
+    rc, polled, backend, local = ExitCode.OK, {}, None, {}
     if (m.cluster_config.get("executor") or "local") != "local" and live:
         try:
             backend = make_backend(sd, m, strict=False)
@@ -160,6 +162,13 @@ def show_status(sd: SweepDir) -> int:
         except (SchedulerError, OSError) as e:
             print(f"status: the scheduler could not be asked ({e}); showing the recorded states", file=sys.stderr)
             rc = ExitCode.INFRA
+    elif live:
+        from experiments.conductor.backends import handles
+        from launchers import adopted
+
+        wanted = {r.task for r in live}
+        local = {h.task: h for h in handles(m) if h.task in wanted}
+        polled = {task: adopted.state(h) for task, h in local.items()}
     views = []
     for v in m.variants:
         if not v.attempts:
@@ -177,6 +186,8 @@ def show_status(sd: SweepDir) -> int:
             if not logs and backend is not None:
                 with contextlib.suppress(SchedulerError, OSError):
                     logs = backend.log_files(ref)
+            elif not logs and ref.task in local:
+                logs = adopted.log_files(local[ref.task])  # a local job's folder: its stdout.log and stderr.log
             update_from_log(view, read_tail(logs))
             views.append(view)
     if backend is not None:

@@ -131,3 +131,42 @@ def test_a_refused_collect_job_warns_and_keeps_the_queued_runs(tmp_path, monkeyp
     err = capsys.readouterr().err
     assert "the collect job was not queued" in err and "Invalid account" in err and "action=collect" in err
     assert not (root / RECORD).exists()
+
+
+def test_status_of_a_local_sweep_reads_each_jobs_own_records(tmp_path, monkeypatch):
+    """A local sweep whose manifest still says ``submitted`` (its conductor is gone, or between two of its writes):
+    status shows what the jobs' records say, not ``submitted`` for ever; it writes nothing."""
+    import subprocess
+
+    from contracts.manifest import ManifestWriter
+    from experiments.conductor import actions
+    from experiments.conductor.progress import Display
+    from launchers.procs import process_start
+
+    root = _plan(tmp_path, "cluster=local", "mode=validate")
+    sd = SweepDir(root)
+    batch = sd.nemo_run / "validate" / "validate-s1-1"
+    batch.mkdir(parents=True)
+    (batch / "runs.json").write_text(json.dumps({"runs": []}))
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        writer = ManifestWriter(sd)
+        refs = writer.change(lambda m: [v.new_attempt(r).ref(v.name) for v in m.variants for r in range(2)])
+        codes = [0, 16, None, None]  # succeeded, failed, running (its process lives), lost (no process, no record)
+        for ref, code in zip(refs, codes, strict=True):
+            (batch / ref.task).mkdir()
+            if code is not None:
+                (batch / ref.task / "exit.json").write_text(json.dumps({"exit_code": code}))
+            pid = sleeper.pid if ref == refs[2] else None
+            writer.set(ref, status="submitted", job_id="local-exp", job_dir=str(batch / ref.task), pid=pid,
+                       pid_start=process_start(pid) if pid else None)
+        writer.commit()
+        before = (root / "manifest.json").read_bytes()
+        shown = {}
+        monkeypatch.setattr(Display, "close", lambda self, views: shown.update({v.task: v.state for v in views}))
+        assert actions.show_status(sd) == 0
+        assert [shown[r.task] for r in refs] == ["succeeded", "failed", "running", "lost"]
+        assert (root / "manifest.json").read_bytes() == before  # read-only
+    finally:
+        sleeper.kill()
+        sleeper.wait()
