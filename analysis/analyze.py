@@ -233,6 +233,9 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
             if breakdown:
                 r = _replace(r, step_breakdown=breakdown)
+            hours = gpu_hours_of(manifest, v.name, a)
+            if hours is not None:
+                r = _replace(r, gpu_hours=hours)
             if write_run_json and adir.is_dir():
                 write_json(adir / "run.json", r.to_run_json(), strict=True)
             if latest.get(a.repeat) is a:
@@ -250,6 +253,20 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         design_doc = {**design_doc, "blocks": manifest.blocks}
     return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
                    tuple(drift(runs)), design_doc)
+
+
+def gpu_hours_of(manifest: Manifest, variant: str, attempt: Any) -> dict[str, Any] | None:
+    """``runs[].gpu_hours`` of one attempt: ``estimate`` (GPU-hours, the plan's ``design.run_gpu_hours`` of the
+    variant: nodes x GPUs per node x time limit), ``accounted`` (GPU-hours from ``sacct``, elapsed x allocated
+    GPUs, written into the attempt by the conductor after the job ended; None locally or when sacct had no record)
+    and ``note`` (which job, how long, how many GPUs). None when neither is known."""
+    per = (manifest.design or {}).get("run_gpu_hours") or {}
+    est, acc = per.get(variant) if isinstance(per, dict) else None, attempt.get("gpu_hours_accounted")
+    est = float(est) if isinstance(est, int | float) and not isinstance(est, bool) else None
+    acc = float(acc) if isinstance(acc, int | float) and not isinstance(acc, bool) else None
+    if est is None and acc is None:
+        return None
+    return {"estimate": est, "accounted": acc, "note": attempt.get("gpu_hours_note") if acc is not None else None}
 
 
 def _asked_signal(cluster: dict[str, Any]) -> str | None:

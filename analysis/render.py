@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analysis.results import Comparison, RunResult, Summary
@@ -82,6 +83,7 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
                      f"{r.iterations_steady}/{r.iterations_total}"))
     blocks.append(Block("table", headers=("run", "status", "reason", "step ms [95% CI]", "p90 ms", "TFLOP/s/GPU",
                                           "tokens/s/GPU", "peak GB", "steady/total"), rows=tuple(rows)))
+    blocks.extend(gpu_hours_blocks(summary.runs))
     blocks.extend(breakdown_blocks(summary.runs))
     if summary.backends:
         blocks.append(Block("h2", "Failure rate per dispatcher"))
@@ -104,6 +106,26 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
         blocks.append(Block("h2", "Notes"))
         blocks.extend(Block("p", n) for n in summary.notes)
     return blocks
+
+
+def gpu_hours_blocks(runs: Sequence[RunResult]) -> list[Block]:
+    """The GPU-hours of each run: the plan's estimate (nodes x GPUs per node x time limit) beside what Slurm
+    accounted (``sacct``: elapsed x allocated GPUs), and their totals; nothing when no run has either."""
+    rows, est_total, acc_total, any_acc = [], 0.0, 0.0, False
+    for r in runs:
+        g = r.gpu_hours or {}
+        if not g:
+            continue
+        est, acc = g.get("estimate"), g.get("accounted")
+        est_total += est or 0.0
+        acc_total += acc or 0.0
+        any_acc = any_acc or acc is not None
+        rows.append((r.name, _f(est, 3), "-" if acc is None else _f(acc, 4), g.get("note") or "-"))
+    if not rows:
+        return []
+    rows.append(("total", _f(est_total, 3), _f(acc_total, 4) if any_acc else "-", ""))
+    return [Block("h2", "GPU-hours (plan estimate, Slurm accounting)"),
+            Block("table", headers=("run", "estimate", "accounted (sacct)", "accounting"), rows=tuple(rows))]
 
 
 def block_design_blocks(summary: Summary) -> list[Block]:

@@ -91,6 +91,7 @@ class RunResult:
     step_breakdown: dict[str, Any] | None = None  # analysis/profile_breakdown.py, when the run was profiled
     timeline: dict[str, Any] | None = None  # analysis/timeline.py: the causal chain (cause, then consequences)
     launch: dict[str, Any] | None = None  # analysis/launch_context.py: launcher, Slurm directives, cancel lines
+    gpu_hours: dict[str, Any] | None = None  # {"estimate", "accounted", "note"}: GPU-hours, plan and sacct
     series: IterationSeries | None = field(default=None, repr=False)
     steady_mask: np.ndarray | None = field(default=None, repr=False)
 
@@ -152,6 +153,8 @@ class RunResult:
             # the causal chain and the launch context (CONTRACTS §7 runs[].timeline, runs[].launch)
             "timeline": self.timeline,
             "launch": self.launch,
+            # GPU-hours of this attempt: the plan's estimate and, on Slurm, what sacct accounted (CONTRACTS §7)
+            "gpu_hours": self.gpu_hours,
             # profile=true: where a profiled step's time goes, ms per step (None when not profiled)
             **breakdown_json(self.step_breakdown),
         }
@@ -205,6 +208,7 @@ class RunResult:
             step_breakdown=d.get("step_breakdown"),
             timeline=d.get("timeline"),
             launch=d.get("launch"),
+            gpu_hours=d.get("gpu_hours"),
         )
 
 

@@ -1,4 +1,5 @@
-"""GPU-hours each run of a Slurm sweep really used, from ``sacct`` (:mod:`launchers.accounting`), for the history.
+"""GPU-hours each run of a Slurm sweep really used, from ``sacct`` (:mod:`launchers.accounting`), for the history
+and the report.
 
 Per (variant, repeat): the sum over all its attempts' jobs (a retried run cost every attempt) of elapsed x
 allocated GPUs. A job shared by several runs (``pack=true``: one allocation per block) is split evenly between the
@@ -7,10 +8,13 @@ runs that name it. Local sweeps have no accounting: nothing is asked and the his
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
+from typing import Any
 
 from contracts.cluster import ClusterConfig
 from contracts.manifest import Manifest
+from contracts.statuses import FINAL_STATUSES
 from launchers.errors import LaunchError
 
 
@@ -57,3 +61,40 @@ def accounted_gpu_hours(m: Manifest) -> tuple[dict[tuple[str, int], tuple[float 
             note += f"; not in sacct: {', '.join(missing)}"
         out[key] = (hours, note)
     return out, None
+
+
+def record_attempt_gpu_hours(sw: Any) -> None:
+    """Write each final Slurm attempt's GPU-hours from ``sacct`` into the manifest (attempt fields
+    ``gpu_hours_accounted``, GPU-hours, and ``gpu_hours_note``, where from), for the report's runs
+    (``runs[].gpu_hours``, analysis/analyze.py). One sacct call for the attempts that have no figure yet; a job
+    shared by the runs of a pack is split evenly between them. Local sweeps, and a sacct that cannot be asked (a
+    warning), leave the fields out: the report then shows the estimate only. Never raises for the scheduler."""
+    m = sw.m
+    cluster = ClusterConfig.from_json(m.cluster_config)
+    if cluster.executor != "slurm":
+        return
+    shared = Counter(str(a.job_id) for v in m.variants for a in v.attempts if a.job_id)
+    todo = [(a.ref(v.name), str(a.job_id)) for v in m.variants for a in v.attempts
+            if a.job_id and a.status in FINAL_STATUSES and a.get("gpu_hours_accounted") is None]
+    if not todo:
+        return
+    from launchers.accounting import job_usage
+    from launchers.shell import close_shell, shell_for
+
+    shell = None
+    try:
+        shell = shell_for(cluster)
+        usage = job_usage(list(dict.fromkeys(j for _, j in todo)), shell)
+    except LaunchError as e:
+        print(f"warning: GPU-hours from accounting not shown: sacct could not be asked: {e}", file=sys.stderr)
+        return
+    finally:
+        close_shell(shell)
+    for ref, job in todo:
+        u = usage.get(job)
+        if u is None:
+            continue  # not (yet) in the accounting database: asked again at the next collect
+        note = f"sacct job {job}: {u.elapsed_s} s x {u.gpus} GPU" + (
+            f", shared by {shared[job]} runs" if shared[job] > 1 else "")
+        sw.writer.set(ref, gpu_hours_accounted=round(u.gpu_hours / shared[job], 6), gpu_hours_note=note)
+    sw.writer.commit()
