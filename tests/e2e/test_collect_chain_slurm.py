@@ -67,3 +67,9 @@ def test_a_detached_nightly_is_collected_by_its_chained_job_after_a_failed_run(t
     assert [a["status"] for a in v["a2a.ovl1.dw0"]["attempts"]] == ["failed"]
     assert [a["status"] for a in v["a2a.ovl0.dw0"]["attempts"]] == ["succeeded"]
     assert (out / "variants" / "a2a.ovl1.dw0" / "attempt-1" / "logs").is_dir()
+    # GPU-hours: the plan's estimate beside what sacct accounted (2 fake GPUs per job on the local cluster)
+    for r in runs.values():
+        g = r["gpu_hours"]
+        assert g["estimate"] > 0 and g["accounted"] is not None and 0 < g["accounted"] <= g["estimate"], g
+        assert "x 2 GPU" in g["note"], g
+    assert "## GPU-hours (plan estimate, Slurm accounting)" in (out / "report" / "report.md").read_text()
