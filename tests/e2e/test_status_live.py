@@ -51,7 +51,7 @@ def _wait(job_ids: list[str], state: str | None, timeout_s: float = 240) -> list
 @pytest.mark.slow
 def test_status_asks_the_scheduler_reads_running_logs_and_writes_nothing(tmp_path, capsys, monkeypatch):
     out = tmp_path / "s"
-    res = run_sweep([*BASE, f"output_dir={out}", "detach=true", "payload.hold_s=25", "payload.hold_at=end"])
+    res = run_sweep([*BASE, f"output_dir={out}", "detach=true", "collect_job=false", "payload.hold_s=25", "payload.hold_at=end"])
     assert res.returncode == 0, tail(res)
     jobs = _jobs(out)
     assert len(jobs) == 2
