@@ -191,6 +191,16 @@ class SlurmBackend:
             out[r.task] = packed[(sub.job_id, sub.pack_step)] if sub.pack_step else st[sub.job_id]
         return out
 
+    def cancel_jobs(self, job_ids: list[str]) -> None:
+        """``scancel`` jobs of this sweep that are no run of it (its chained collect job).
+
+        Raises:
+            SchedulerError: scancel failed for another reason than an unknown or finished job.
+        """
+        from launchers.submit import cancel
+
+        cancel(job_ids, self._shell())
+
     def cancel(self, ref: RunRef) -> None:
         from launchers.pack import cancel_packed_run
         from launchers.submit import cancel

@@ -99,6 +99,23 @@ def _describe(m: Manifest, ref: RunRef) -> str:
     return f"{ref.task} (job {a.job_id or 'none'}, was {a.status})"
 
 
+def _cancel_collect_job(sd: SweepDir, backend: Any) -> str | None:
+    """Cancel the sweep's chained collect job (``collect_job.json``, :mod:`experiments.conductor.chain`) once its
+    runs are cancelled: it would otherwise start when they end and collect a cancelled sweep. Returns its job id,
+    or None when there is none (or the backend has no such job)."""
+    from experiments.conductor.chain import RECORD
+
+    cancel_jobs = getattr(backend, "cancel_jobs", None)
+    try:
+        job_id = str(json.loads((sd.root / RECORD).read_text())["job_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if cancel_jobs is None:
+        return None
+    cancel_jobs([job_id])
+    return job_id
+
+
 def cancel_sweep(sd: SweepDir) -> int:
     """``action=cancel`` (module docstring). Returns 0, or 5 when the conductor holding the sweep did not stop
     within ``CANCEL_WAIT_S`` seconds (the request stays: it stops at its next round)."""
@@ -141,6 +158,7 @@ def cancel_sweep(sd: SweepDir) -> int:
                     was.setdefault(r.task, _describe(m, r))
                 for ref in refs:
                     backend.cancel(ref)
+                chained = _cancel_collect_job(sd, backend) if refs else None
             finally:
                 backend.close()
             writer = ManifestWriter(sd, m)  # one locked write, as a conductor's round
@@ -161,9 +179,11 @@ def cancel_sweep(sd: SweepDir) -> int:
                     lines.append(f"stopped {what} (by its conductor)")
                 else:
                     lines.append(f"not stopped {what}: it had ended ({now})")
+            if chained:
+                lines.append(f"stopped the chained collect job {chained}")
             for line in lines:
                 print(line)
-            n = sum(1 for line in lines if line.startswith("stopped"))
+            n = sum(1 for line in lines if line.startswith("stopped") and "collect job" not in line)
             print(f"cancelled {n} unfinished run(s) of sweep {m.sweep_id}")
             return ExitCode.OK
     finally:

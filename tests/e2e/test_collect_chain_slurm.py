@@ -73,3 +73,20 @@ def test_a_detached_nightly_is_collected_by_its_chained_job_after_a_failed_run(t
         assert g["estimate"] > 0 and g["accounted"] is not None and 0 < g["accounted"] <= g["estimate"], g
         assert "x 2 GPU" in g["note"], g
     assert "## GPU-hours (plan estimate, Slurm accounting)" in (out / "report" / "report.md").read_text()
+
+
+def test_cancel_of_a_detached_sweep_also_cancels_its_chained_collect(tmp_path):
+    """action=cancel stops the runs and the collect job queued behind them (it would start when they end and
+    collect a cancelled sweep)."""
+    out = tmp_path / "s"
+    res = run_sweep([*BASE, f"output_dir={out}", "sweep=nightly", "repeats=1", "dispatcher=alltoall",
+                     "overlap=on,off", "delay_wgrad=off", "payload.hold_s=120", "payload.hold_at=start"])
+    assert res.returncode == 0, tail(res)
+    job = str(json.loads((out / "collect_job.json").read_text())["job_id"])
+    sid = json.loads((out / "manifest.json").read_text())["sweep_id"]
+    res = run_sweep(["cluster=local_slurm", "action=cancel", f"sweep_id={sid}", f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
+    assert f"stopped the chained collect job {job}" in res.stdout, tail(res)
+    assert "cancelled 2 unfinished run(s)" in res.stdout, tail(res)
+    acc = _wait_final(job)
+    assert acc["state"].startswith("CANCELLED") and not acc["start"].startswith("20"), acc  # never started
