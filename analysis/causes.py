@@ -152,6 +152,9 @@ def read_signals(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[st
         f = found.pop(key)
         if target is None:
             flags.append(f"signal:{sig}")
+            stop = next((r for r in SCHEDULER_KILLS if r in found), None)
+            if f.details.get("graceful_exit") and stop is not None:  # the stop's own evidence: Megatron saw it
+                found[stop].evidence.extend(e for e in f.evidence if e not in found[stop].evidence)
             continue
         f.details.update({"signal": sig, "inferred_from_signal": True, "signal_meaning": why})
         if target == "slurm_time_limit":
