@@ -60,13 +60,50 @@ def _is_failure(reason: str, f: _Finding, priority: Callable[[str], bool]) -> bo
     return True
 
 
+def _strictly_before(a: list[Event], b: list[Event]) -> bool:
+    """The first event of ``a`` was printed before the first of ``b``: by their own stamps when both have one and
+    they differ, else by byte offset (an inherited time says nothing about which of two lines came first)."""
+    if not a or not b:
+        return False
+    ea, eb = a[0], b[0]
+    if ea.source == eb.source == "stamp" and ea.time is not None and eb.time is not None and ea.time != eb.time:
+        return ea.time < eb.time
+    return ea.offset < eb.offset
+
+
 def first_failure_before(key: str, found: dict[str, _Finding], evs: dict[str, list[Event]],
                          priority: Callable[[str], bool]) -> str | None:
-    """The failure (another task's error) that precedes the first event of ``key``, or None."""
+    """The failure (another task's error) that precedes the first event of ``key``, or None.
+
+    A task's exit (srun's ``task 0: Exited with exit code 1``, ``DUE TO TASK FAILURE``) explains ``key`` only when
+    it was printed before it: a launcher that reported a signal first (torchrun's ``Received 15 death signal`` /
+    ``SignalException``, after which it exits 1) and then exited is the signal's consequence, not its cause
+    (srun reports a task's exit when the task has ended, src/srun/launch.c ``_task_finish``)."""
     for r, f in found.items():
-        if r != key and _is_failure(r, f, priority) and precedes(evs.get(r, []), evs.get(key, []), 0.0):
+        if r == key or not _is_failure(r, f, priority):
+            continue
+        if r.split(":", 1)[0] == "task_exit_code":
+            if _strictly_before(evs.get(r, []), evs.get(key, [])):
+                return r
+        elif precedes(evs.get(r, []), evs.get(key, []), 0.0):
             return r
     return None
+
+
+def read_graceful_exit(found: dict[str, _Finding], ctx: lc.LaunchContext, log: ParsedLog) -> None:
+    """Megatron's graceful exit on a signal (``[exiting program after receiving SIGTERM.]``, module docstring of
+    :mod:`analysis.launch_context`) is a received signal of its own when nothing else reported one: it becomes a
+    ``killed_by_signal:<SIG>`` finding (``graceful_exit``: True) that :func:`read_signals` then reads in its
+    launch context (the pre-limit signal the job asked for, a stop from outside, teardown after training)."""
+    if ctx.graceful_exit is None or ctx.graceful_offset is None:
+        return
+    if any(k.startswith("killed_by_signal:") and k.partition(":")[2] in lc.SOFT_SIGNALS for k in found):
+        return
+    m = next((x for x in log.markers if x.offset == ctx.graceful_offset), None)
+    key = f"killed_by_signal:{ctx.graceful_exit}"
+    found[key] = _Finding([m.text if m is not None else f"exiting program after receiving {ctx.graceful_exit}"],
+                          ctx.graceful_offset, {"signal": ctx.graceful_exit, "graceful_exit": True},
+                          [ctx.graceful_offset])
 
 
 def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
@@ -115,6 +152,9 @@ def read_signals(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[st
         f = found.pop(key)
         if target is None:
             flags.append(f"signal:{sig}")
+            stop = next((r for r in SCHEDULER_KILLS if r in found), None)
+            if f.details.get("graceful_exit") and stop is not None:  # the stop's own evidence: Megatron saw it
+                found[stop].evidence.extend(e for e in f.evidence if e not in found[stop].evidence)
             continue
         f.details.update({"signal": sig, "inferred_from_signal": True, "signal_meaning": why})
         if target == "slurm_time_limit":

@@ -266,6 +266,7 @@ def classify(
     levels = {r: phase.finding_level(f.evidence) for r, f in found.items()}
     ctx = launch_context.read(log.markers, scheduler.state, scheduler.signal)
     clock = causes.clock_of(log)
+    causes.read_graceful_exit(found, ctx, log)
     evs = causes.events(log, found, clock)
     flags += causes.read_cancels(found, ctx, evs, sched, _in_priority)
     evs = causes.events(log, found, clock)

@@ -23,6 +23,18 @@ is unchanged):
   of magnitude, far beyond the spikes of healthy training (loss spikes of 1.5-3x, grad-norm spikes of 10-60x early
   in training), so a noisy decreasing loss curve never trips them. Skipped iterations (fp16 overflow: no grad norm,
   no loss summed) and glued partial rows are left out.
+- **A sustained joint jump.** Loss and grad norm leaving their running levels *together* -- the loss at >=
+  ``JOINT_JUMP_LOSS`` x its level and the grad norm at >= ``JOINT_JUMP_GRAD`` x its level on the same line --
+  and both staying up (on at least ``JOINT_KEEP`` of the next ``JOINT_AHEAD`` logged lines, at least
+  ``JOINT_MIN_AHEAD`` of them, the loss at >= ``JOINT_LOSS_STAY`` x and the grad norm at >= ``JOINT_GRAD_STAY`` x
+  the level before the jump) is ``diverged`` too, well below the single-series factors. This is how large-run
+  reports describe a divergence (the OPT-175B logbook and paper, Zhang et al. 2022 §2.5 "loss divergences"; PaLM,
+  Chowdhery et al. 2022 §5.1 "loss spikes"; Takase et al. 2023 "Spike No More"): the loss jumps with the gradient
+  norm and does not return, while a loss spike that recovers, or a grad-norm spike with the loss flat, is
+  healthy. The rule needs a meaningful level: at least ``JOINT_MIN_HISTORY`` earlier logged values and an
+  iteration past ``JOINT_MIN_ITERATION``, and the jump must begin there (the line before it is not up already)
+  (early training and learning-rate warm-up move both series by large
+  factors while healthy).
 
 Cost: O(n) numpy passes; the exact running median is computed only for the few rows that pass a cheap bound (a
 value >= factor x the running minimum of everything before it, which every blow-up does).
@@ -44,6 +56,16 @@ GRAD_FACTOR = 100.0  # grad norm at >= 100x its running level: blown up
 LOSS_FACTOR = 10.0  # loss at >= 10x its running level: blown up (cross-entropy never spikes 10x when healthy)
 JOINT_LOSS_FACTOR = 2.0  # a grad-norm blow-up on the last line counts when the loss is at >= 2x its level
 JOINT_GRAD_FACTOR = 10.0  # a loss blow-up on the last line counts when the grad norm is at >= 10x its level
+
+JOINT_JUMP_LOSS = 2.0  # a sustained joint jump: loss at >= 2x its running level ...
+JOINT_JUMP_GRAD = 8.0  # ... and grad norm at >= 8x its running level, on the same line
+JOINT_MIN_ITERATION = 50  # before this iteration the running level is not yet meaningful (warm-up)
+JOINT_MIN_HISTORY = 5  # earlier finite logged values needed for the joint rule's level
+JOINT_AHEAD = 10  # logged lines looked at after a joint jump
+JOINT_MIN_AHEAD = 3  # a joint jump needs at least this many lines after it to be called sustained
+JOINT_KEEP = 0.8  # share of those lines on which both series stay up
+JOINT_LOSS_STAY = 1.5  # "stays up": loss at >= 1.5x the level before the jump ...
+JOINT_GRAD_STAY = 4.0  # ... and grad norm at >= 4x it
 
 _LM = "lm loss"
 
@@ -157,9 +179,22 @@ def divergence(series: IterationSeries) -> HealthFinding | None:
             if persists:
                 hits.append((i, key, level, float(values[i] / level)))
                 break
+    joint = _joint_jump(loss, grad, np.asarray(series.iteration)[rows])
+    if joint is not None:
+        hits.append(joint)
     if not hits:
         return None
     i, key, level, ratio = min(hits)
+    if key == _JOINT:
+        row = int(rows[i])
+        it = int(series.iteration[row])
+        g_level = _level(grad, i) or float("nan")
+        return HealthFinding(
+            "diverged", it,
+            f"iteration {it}: lm loss {loss[i]:.6g} is {ratio:.3g}x its running level {level:.6g} and grad norm "
+            f"{grad[i]:.6g} is {grad[i] / g_level:.3g}x its level {g_level:.6g}, together, and both stay up",
+            {"key": _JOINT, "value": float(loss[i]), "level": level, "factor": ratio,
+             "grad_norm": float(grad[i]), "grad_level": g_level, "grad_factor": float(grad[i] / g_level)})
     row = int(rows[i])
     it = int(series.iteration[row])
     value = float((grad if key == "grad norm" else loss)[i])
@@ -168,6 +203,47 @@ def divergence(series: IterationSeries) -> HealthFinding | None:
         f"iteration {it}: {key} {value:.6g} is {ratio:.3g}x its running level {level:.6g} (median of the previous "
         f"{WINDOW} logged values) and does not come back", {"key": key, "value": value, "level": level,
                                                              "factor": ratio})
+
+
+_JOINT = "lm loss+grad norm"
+
+
+def _level_min(values: np.ndarray, i: int, need: int) -> float | None:
+    """Like :func:`_level`, with at least ``need`` earlier finite values."""
+    before = values[max(0, i - 4 * WINDOW):i]
+    before = before[np.isfinite(before) & (before > 0)][-WINDOW:]
+    return float(np.median(before)) if before.size >= need else None
+
+
+def _joint_jump(loss: np.ndarray, grad: np.ndarray, iterations: np.ndarray) -> tuple[int, str, float, float] | None:
+    """(row, key, loss level, loss factor) of the first sustained joint jump (module docstring), or None."""
+    n = loss.size
+    if n < JOINT_MIN_HISTORY + JOINT_MIN_AHEAD + 1:
+        return None
+
+    def bound(v: np.ndarray) -> np.ndarray:
+        w = np.where(np.isfinite(v) & (v > 0), v, np.inf)
+        b = np.empty_like(w)
+        b[0], b[1:] = np.inf, np.minimum.accumulate(w)[:-1]
+        return b
+
+    with np.errstate(invalid="ignore"):
+        cand = np.flatnonzero(np.isfinite(loss) & np.isfinite(grad) & (iterations > JOINT_MIN_ITERATION)
+                              & (loss >= JOINT_JUMP_LOSS * bound(loss)) & (grad >= JOINT_JUMP_GRAD * bound(grad)))
+    for i in cand.tolist():
+        if n - i - 1 < JOINT_MIN_AHEAD:
+            break
+        ll, gl = _level_min(loss, i, JOINT_MIN_HISTORY), _level_min(grad, i, JOINT_MIN_HISTORY)
+        if ll is None or gl is None or loss[i] < JOINT_JUMP_LOSS * ll or grad[i] < JOINT_JUMP_GRAD * gl:
+            continue
+        if i and loss[i - 1] >= JOINT_JUMP_LOSS * ll and grad[i - 1] >= JOINT_JUMP_GRAD * gl:
+            continue  # the jump began earlier, before the level was meaningful: not its onset
+        la, ga = loss[i + 1:i + 1 + JOINT_AHEAD], grad[i + 1:i + 1 + JOINT_AHEAD]
+        with np.errstate(invalid="ignore"):
+            up = (la >= JOINT_LOSS_STAY * ll) & (ga >= JOINT_GRAD_STAY * gl)  # NaN counts as not up
+        if up.sum() >= JOINT_KEEP * la.size:
+            return i, _JOINT, ll, float(loss[i] / ll)
+    return None
 
 
 def series_findings(series: IterationSeries, restarts: Sequence[int] = ()) -> list[HealthFinding]:

@@ -18,14 +18,21 @@ Sources of the rules:
 - torchrun (torch/distributed/elastic/agent/server/api.py ``run``): ``Received <sig> death signal, shutting down
   workers`` (``Signals.SIGTERM`` or the number, e.g. ``Received 1 death signal`` = SIGHUP, as Python formats
   the enum); the agent then sends its workers ``closing signal SIGTERM``.
-- Megatron (megatron/training/training.py, ``--exit-signal-handler``): ``[exiting program after receiving
-  SIGTERM.] datetime: ...`` is its graceful exit on SIGTERM (a checkpoint was saved first).
+- Megatron (megatron/training/training.py, ``--exit-signal-handler``; ``train`` checks
+  ``get_signal_handler().signals_received()`` after each step, calls ``save_checkpoint_and_time`` and then
+  ``print_datetime('exiting program after receiving SIGTERM.')``; Megatron-Bridge's ``barrier_and_log`` prints the
+  same words): ``[exiting program after receiving SIGTERM.] datetime: ...`` is its graceful exit on the signal its
+  handler listens for (the text says SIGTERM whatever ``--exit-signal`` was). Slurm prints nothing when it delivers
+  a ``--signal`` (sbatch(1): the signal is sent, no ``CANCELLED`` line), so the job then ends COMPLETED 0, FAILED 1
+  (a launcher that exits non-zero after its workers) or TIMEOUT, before its last iteration.
 
 Meaning of a soft signal (:func:`signal_meaning`): SIGHUP = the launching terminal or ssh session went away,
 SIGINT = an interrupt (Ctrl-C), both ``cancelled``; a SIGTERM (or SIGINT) after another task's failure is its echo
 (no reason of its own); a SIGTERM in a Slurm job that asked for that signal before its limit (``--signal``), or a
-STEP-only cancel followed by Megatron's graceful exit, is the pre-limit warning (``slurm_time_limit``); any other
-SIGTERM is a stop from outside (``cancelled``). Printed after training ended, a soft signal is teardown noise.
+STEP-only cancel followed by Megatron's graceful exit, is the pre-limit warning (``slurm_time_limit``); so is
+Megatron's graceful exit alone in a job that asked for a soft signal (whatever cancel lines follow it: they are the
+end of that job; a plain JOB cancel printed *before* it is an ``scancel`` that caused it); any other SIGTERM is a
+stop from outside (``cancelled``). Printed after training ended, a soft signal is teardown noise.
 """
 
 from __future__ import annotations
@@ -86,6 +93,16 @@ class LaunchContext:
     teardown: bool = False
     graceful_exit: str | None = None
     lines: tuple[str, ...] = field(default=())
+    graceful_offset: int | None = None  # byte offset of Megatron's graceful-exit line
+
+    @property
+    def pre_limit_graceful(self) -> bool:
+        """Megatron exited gracefully in a Slurm job that asked for a soft signal before its limit (``--signal``):
+        the pre-limit stop it asked for, unless a plain JOB cancel (an ``scancel``) was printed before it."""
+        if self.graceful_exit is None or not self.slurm or self.signal_asked not in SOFT_SIGNALS:
+            return False
+        job = self.job_cancel
+        return job is None or self.graceful_offset is None or job.offset > self.graceful_offset
 
     @property
     def slurm(self) -> bool:
@@ -118,7 +135,7 @@ def read(markers: Sequence[Marker], scheduler_state: str | None = None, schedule
     (``TERM@60``), when known. Never raises."""
     slurm = scheduler_signal is not None or bool(scheduler_state and scheduler_state.split()[0].isupper())
     torchrun = False
-    sig = lead = limit = graceful = None
+    sig = lead = limit = graceful = graceful_at = None
     cancels: list[CancelLine] = []
     teardown = False
     for m in markers:
@@ -137,13 +154,13 @@ def read(markers: Sequence[Marker], scheduler_state: str | None = None, schedule
                 limit = t.group("limit")
         if _TEARDOWN_RE.search(text):
             teardown = True
-        if g := _GRACEFUL_RE.search(text):
-            graceful = g.group("sig")
+        if graceful is None and (g := _GRACEFUL_RE.search(text)):
+            graceful, graceful_at = g.group("sig"), m.offset
     if sig is None and scheduler_signal:
         head, _, tail = scheduler_signal.partition("@")
         sig, lead = _signal(head.split(":")[-1]), int(tail or 60)
     launcher = "slurm+torchrun" if slurm and torchrun else "slurm" if slurm else "torchrun" if torchrun else "unknown"
-    return LaunchContext(launcher, sig, lead, limit, tuple(cancels), teardown, graceful)
+    return LaunchContext(launcher, sig, lead, limit, tuple(cancels), teardown, graceful, (), graceful_at)
 
 
 def _signal(word: str) -> str:
@@ -155,6 +172,9 @@ def cancel_meaning(ctx: LaunchContext, other_failure_before: bool) -> tuple[str 
     """What a plain (no DUE TO) ``CANCELLED AT`` means: (reason or None when it is only teardown, why).
 
     ``other_failure_before``: another failure (a task's exit code, an exception) precedes the cancel line."""
+    if ctx.pre_limit_graceful and not other_failure_before:
+        return "slurm_time_limit", (f"Megatron exited gracefully on the pre-limit {ctx.signal_asked} the job asked "
+                                    f"for (--signal, {ctx.signal_lead_s} s before); the cancel lines are its end")
     if ctx.job_cancel is not None:
         return "cancelled", "scancel of the job (the batch step printed the JOB line)"
     if other_failure_before or ctx.teardown:
@@ -189,6 +209,9 @@ def signal_meaning(sig: str, ctx: LaunchContext, *, echo_of: str | None, complet
         return "cancelled", "SIGINT: interrupted (Ctrl-C)"
     if ctx.slurm and ctx.signal_asked == sig:
         return "slurm_time_limit", f"the pre-limit {sig} the job asked for (--signal, {ctx.signal_lead_s} s before)"
+    if sig == "SIGTERM" and ctx.pre_limit_graceful:
+        return "slurm_time_limit", (f"Megatron's graceful exit on the pre-limit {ctx.signal_asked} the job asked for "
+                                    f"(--signal, {ctx.signal_lead_s} s before its limit)")
     if ctx.slurm and ctx.step_only_cancel is not None and ctx.graceful_exit:
         return "slurm_time_limit", "a STEP-only cancel with Megatron's graceful exit: the pre-limit signal"
     where = "a Slurm job" if ctx.slurm else "no scheduler line" if ctx.launcher == "unknown" else ctx.launcher

@@ -27,6 +27,9 @@ Ordering (:func:`order`):
    a consequence of any other failure between ``t - T - window`` and ``t + window``, where ``t`` is when it fired
    and ``T`` its collective timeout (``Timeout(ms)=600000``; the watchdog fires ``T`` after the stuck collective
    began, ProcessGroupNCCL.cpp ``checkTimeout``).
+   A task's exit (srun's ``Exited with exit code``, ``DUE TO TASK FAILURE``, a non-zero exit code) is the
+   consequence of any other failure, signal or stop printed before it (or stamped within the window): the
+   launcher reported that first and then exited (``exit_of:<reason>``).
 4. torchrun's ``Root Cause (first observed failure)`` record names a rank: the failures seen on that rank come
    first.
 5. Of what is left, the earliest event opens a window of ``window_s`` seconds; class priority
@@ -188,7 +191,8 @@ def events_of(reason: str, offsets: Sequence[int], fallback_offset: int, fallbac
 class Timeline:
     """The causal chain of a run: the ``cause`` event (the primary reason's first event), the ``consequences``
     (every other failure's first event, in time order), the ``window_s`` used, and ``demoted``: reason -> why it
-    is not the cause (``outlived`` | ``waiting_for:<reason>`` | ``not_root_rank`` | ``later``)."""
+    is not the cause (``outlived`` | ``waiting_for:<reason>`` | ``exit_of:<reason>`` | ``not_root_rank`` |
+    ``later``)."""
 
     cause: Event | None
     consequences: tuple[Event, ...]
@@ -273,8 +277,18 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
             if explained:
                 demoted[w] = f"waiting_for:{c}"
                 break
+    for x in [r for r in cands if _base(r) == "task_exit_code"]:
+        ex = first[x]
+        for c in cands:
+            ec = first[c]
+            if c == x or _base(c) == "task_exit_code" or ec is None or ex is None:
+                continue
+            if (ec.time <= ex.time + window if _stamped(ec) and ex.time is not None  # type: ignore[operator]
+                    else ec.offset < ex.offset):
+                demoted[x] = f"exit_of:{c}"
+                break
     cands = [r for r in cands if r not in demoted] or [r for r in live if not demoted.get(r, "").startswith(
-        "waiting_for")] or live
+        ("waiting_for", "exit_of"))] or live
     if root is not None and (root.get("rank") is not None or root.get("local_rank") is not None):
         on_root = [r for r in cands if any(_matches_rank(e, root.get("rank"), root.get("local_rank"))
                                            for e in events.get(r, ()))]
