@@ -83,6 +83,7 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
                      f"{r.iterations_steady}/{r.iterations_total}"))
     blocks.append(Block("table", headers=("run", "status", "reason", "step ms [95% CI]", "p90 ms", "TFLOP/s/GPU",
                                           "tokens/s/GPU", "peak GB", "steady/total"), rows=tuple(rows)))
+    blocks.extend(gpu_time_blocks(summary))
     blocks.extend(gpu_hours_blocks(summary.runs))
     blocks.extend(breakdown_blocks(summary.runs))
     if summary.backends:
@@ -105,6 +106,34 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
     if summary.notes:
         blocks.append(Block("h2", "Notes"))
         blocks.extend(Block("p", n) for n in summary.notes)
+    return blocks
+
+
+_COST_PARTS = ("launch", "startup", "checks", "init", "warmup", "steps", "in_training", "teardown")
+
+
+def gpu_time_blocks(summary: Summary) -> list[Block]:
+    """Where the runs' GPU time went (:mod:`analysis.fixed_cost`): the share that measured steady steps, then each
+    run's held time split into launch, start-up, checks, init, warm-up, steps, the rest of training and teardown
+    (s); nothing when no run was timed by the conductor."""
+    runs = [(r, r.fixed_cost) for r in summary.runs if (r.fixed_cost or {}).get("held_s") is not None]
+    if not runs:
+        return []
+    g = summary.gpu_time or {}
+    share = g.get("steps_share")
+    title = "GPU time" + ("" if share is None else f": {100 * share:.0f}% measured steps")
+    blocks = [Block("h2", title)]
+    if share is not None:
+        blocks.append(Block("p", f"GPU time measuring steps: {100 * share:.1f}% ({_f(g.get('steps_s'))} s of steady "
+                                 f"steps in {_f(g.get('held_s'))} s that {g.get('runs')} run(s) held their GPUs; "
+                                 "the rest is each run's fixed cost, paid again by every run)."))
+    rows = []
+    for r, fc in runs:
+        pct = fc.get("steps_share")
+        rows.append((r.name, _f(fc.get("held_s")), *(_f(fc.get(f"{p}_s")) for p in _COST_PARTS),
+                     "-" if pct is None else f"{100 * pct:.0f}%"))
+    blocks.append(Block("table", headers=("run", "held s", "launch", "start-up", "checks", "init", "warm-up", "steps",
+                                          "in training", "teardown", "steps %"), rows=tuple(rows)))
     return blocks
 
 

@@ -92,6 +92,7 @@ class RunResult:
     timeline: dict[str, Any] | None = None  # analysis/timeline.py: the causal chain (cause, then consequences)
     launch: dict[str, Any] | None = None  # analysis/launch_context.py: launcher, Slurm directives, cancel lines
     gpu_hours: dict[str, Any] | None = None  # {"estimate", "accounted", "note"}: GPU-hours, plan and sacct
+    fixed_cost: dict[str, Any] | None = None  # analysis/fixed_cost.py: the held GPU time split, s
     series: IterationSeries | None = field(default=None, repr=False)
     steady_mask: np.ndarray | None = field(default=None, repr=False)
 
@@ -155,6 +156,8 @@ class RunResult:
             "launch": self.launch,
             # GPU-hours of this attempt: the plan's estimate and, on Slurm, what sacct accounted (CONTRACTS §7)
             "gpu_hours": self.gpu_hours,
+            # where the run's held GPU time went: launch, start-up, checks, init, warm-up, steps, teardown (s)
+            "fixed_cost": self.fixed_cost,
             # profile=true: where a profiled step's time goes, ms per step (None when not profiled)
             **breakdown_json(self.step_breakdown),
         }
@@ -209,6 +212,7 @@ class RunResult:
             timeline=d.get("timeline"),
             launch=d.get("launch"),
             gpu_hours=d.get("gpu_hours"),
+            fixed_cost=d.get("fixed_cost"),
         )
 
 
@@ -380,6 +384,7 @@ class Summary:
     notes: tuple[str, ...] = ()
     drift: tuple[dict[str, Any], ...] = ()  # analysis/paired.py drift(): the baseline's median per block, per group
     design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
+    gpu_time: dict[str, Any] | None = None  # analysis/fixed_cost.py GpuTime: every attempt's held time and steps
 
     @property
     def ran(self) -> bool:
@@ -410,6 +415,7 @@ class Summary:
             "drift": [dict(d) for d in self.drift],
             "design": self.design,
             "noise_floor": self.noise_floor,
+            "gpu_time": self.gpu_time,
         }
 
     @property
@@ -436,4 +442,5 @@ class Summary:
             notes=tuple(d.get("notes") or ()),
             drift=tuple(d.get("drift") or ()),
             design=d.get("design"),
+            gpu_time=d.get("gpu_time"),
         )

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from experiments.payload import errors, runtime_info
+from experiments.payload import errors, phases, runtime_info
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import PayloadError
 from experiments.payload.outcome import Outcome, amend_with_error, assemble, loud, write_effective
@@ -86,6 +86,7 @@ def run(spec: VariantSpec, out_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (table in :mod:`experiments.train`)."""
     args = parse_args(argv)
+    phases.stamp_start()
     out_dir = Path(args.out_dir).resolve()
     spec: VariantSpec | None = None
     code = errors.OK
@@ -118,5 +119,6 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             say("[payload] interrupted during hold")
             return errors.INTERRUPTED
+    phases.stamp("exit")
     say(f"[payload] exit {code}")
     return code
