@@ -251,8 +251,11 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         notes.append("no baseline variant in the manifest: speedups not computed")
     if design_doc is not None:
         design_doc = {**design_doc, "blocks": manifest.blocks}
+    from analysis.bound import bound_report
+
+    bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
     return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
-                   tuple(drift(runs)), design_doc)
+                   tuple(drift(runs)), design_doc, bound)
 
 
 def gpu_hours_of(manifest: Manifest, variant: str, attempt: Any) -> dict[str, Any] | None:

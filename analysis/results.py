@@ -18,6 +18,7 @@ from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
 
 if TYPE_CHECKING:  # a type only: importing the parser (pyarrow, RE2) is not needed to hold results
+    from analysis.bound import BoundReport
     from analysis.parse import IterationSeries
 
 
@@ -380,6 +381,7 @@ class Summary:
     notes: tuple[str, ...] = ()
     drift: tuple[dict[str, Any], ...] = ()  # analysis/paired.py drift(): the baseline's median per block, per group
     design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
+    bound: BoundReport | None = None  # analysis/bound.py: MFU, all-to-all bandwidth, overlap ceiling, published row
 
     @property
     def ran(self) -> bool:
@@ -410,6 +412,7 @@ class Summary:
             "drift": [dict(d) for d in self.drift],
             "design": self.design,
             "noise_floor": self.noise_floor,
+            "bound": None if self.bound is None else self.bound.to_json(),
         }
 
     @property
@@ -436,4 +439,11 @@ class Summary:
             notes=tuple(d.get("notes") or ()),
             drift=tuple(d.get("drift") or ()),
             design=d.get("design"),
+            bound=_bound_from_json(d.get("bound")),
         )
+
+
+def _bound_from_json(d: dict[str, Any] | None) -> BoundReport | None:
+    from analysis.bound import BoundReport
+
+    return BoundReport.from_json(d)
