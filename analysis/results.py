@@ -18,7 +18,7 @@ from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
 
 if TYPE_CHECKING:  # a type only: importing the parser (pyarrow, RE2) is not needed to hold results
-    from analysis.bound import BoundReport
+    from analysis.bound_records import BoundReport
     from analysis.parse import IterationSeries
 
 
@@ -444,6 +444,6 @@ class Summary:
 
 
 def _bound_from_json(d: dict[str, Any] | None) -> BoundReport | None:
-    from analysis.bound import BoundReport
+    from analysis.bound_records import BoundReport
 
     return BoundReport.from_json(d)
