@@ -269,9 +269,12 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         notes.append("no baseline variant in the manifest: speedups not computed")
     if design_doc is not None:
         design_doc = {**design_doc, "blocks": manifest.blocks}
+    from analysis.bound import bound_report
+
+    bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
     gpu_time = fixed_cost.total(costs)
     return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
-                   tuple(drift(runs)), design_doc, gpu_time.to_json() if gpu_time else None)
+                   tuple(drift(runs)), design_doc, gpu_time.to_json() if gpu_time else None, bound)
 
 
 def gpu_hours_of(manifest: Manifest, variant: str, attempt: Any) -> dict[str, Any] | None:

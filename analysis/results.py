@@ -18,6 +18,7 @@ from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
 
 if TYPE_CHECKING:  # a type only: importing the parser (pyarrow, RE2) is not needed to hold results
+    from analysis.bound_records import BoundReport
     from analysis.parse import IterationSeries
 
 
@@ -385,6 +386,7 @@ class Summary:
     drift: tuple[dict[str, Any], ...] = ()  # analysis/paired.py drift(): the baseline's median per block, per group
     design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
     gpu_time: dict[str, Any] | None = None  # analysis/fixed_cost.py GpuTime: every attempt's held time and steps
+    bound: BoundReport | None = None  # analysis/bound.py: MFU, all-to-all bandwidth, overlap ceiling, published row
 
     @property
     def ran(self) -> bool:
@@ -416,6 +418,7 @@ class Summary:
             "design": self.design,
             "noise_floor": self.noise_floor,
             "gpu_time": self.gpu_time,
+            "bound": None if self.bound is None else self.bound.to_json(),
         }
 
     @property
@@ -443,4 +446,11 @@ class Summary:
             drift=tuple(d.get("drift") or ()),
             design=d.get("design"),
             gpu_time=d.get("gpu_time"),
+            bound=_bound_from_json(d.get("bound")),
         )
+
+
+def _bound_from_json(d: dict[str, Any] | None) -> BoundReport | None:
+    from analysis.bound_records import BoundReport
+
+    return BoundReport.from_json(d)
