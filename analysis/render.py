@@ -143,6 +143,8 @@ def gpu_time_blocks(summary: Summary) -> list[Block]:
     blocks.append(Block("table", headers=("run", "held s", "launch", "start-up", "checks", "init", "warm-up", "steps",
                                           "in training", "teardown", "steps %"), rows=tuple(rows)))
     return blocks
+
+
 HEADLINE = "speedup.png"  # analysis/plots.py speedup_png: shown under the speedup heading, not with the plots
 
 
