@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 import traceback
@@ -61,11 +62,28 @@ def error_document(spec: VariantSpec, err: PayloadError) -> dict[str, Any]:
 
 def run_validate(spec: VariantSpec, out_dir: Path, api: Any = None) -> int:
     """Validate one variant, write its document (rank 0), print one line; returns 0 (pass) or 1 (fail)."""
+    from experiments.payload import world as launched
     from experiments.payload.validate import validate
 
-    v = validate(spec, api)
-    if runtime_info.rank() == 0:
-        write_effective(out_dir, v.doc)
+    w = launched.join()  # the real world size: a gloo group over every rank when torchrun started several
+    if w.joined:
+        say(f"[payload] world: {w.world_size} rank(s) over {len(w.ranks_per_node)} node(s) {w.ranks_per_node} "
+            f"({w.backend}; nodelist {w.nodelist})")
+    try:
+        v = validate(spec, api)
+        world_problems = list(w.problems)
+        if w.joined and spec.world_size and w.world_size != spec.world_size:
+            world_problems.append(f"the job launched {w.world_size} ranks but the variant's world size is "
+                                  f"{spec.world_size}")
+        v.doc["hardware"].update(w.hardware())
+        if world_problems:
+            v.doc["checks"]["messages"] += [f"payload: {p}" for p in world_problems]
+            v.doc["checks"]["verdict"] = "fail"
+            v = dataclasses.replace(v, verdict="fail")
+        if w.rank == 0:
+            write_effective(out_dir, v.doc)
+    finally:
+        launched.leave()
     say(f"[payload] validate {spec.name}: {v.verdict}")
     for line in loud(spec, v):
         say(line)
