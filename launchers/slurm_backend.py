@@ -92,7 +92,7 @@ class SlurmBackend:
                   f"{', '.join(map(str, waited))}) before looking its jobs up", file=sys.stderr)
         names = {f"{JOB_NAME_PREFIX}{run_spec(self.sweep_dir, r, 'train', 0).name}": r for r in refs}
         out: dict[str, JobHandle] = {}
-        for name, (job_id, script_path) in find_by_name(list(names), self._shell()).items():
+        for name, (job_id, script_path) in find_by_name(list(names), self._shell(), under=self.sweep_dir).items():
             sbatch = Path(script_path)
             if self.sweep_dir not in sbatch.parents:
                 continue

@@ -96,9 +96,12 @@ def query(job_ids: Sequence[str], shell: Shell = local_shell) -> dict[str, JobSt
     return out
 
 
-def find_by_name(names: Sequence[str], shell: Shell = local_shell) -> dict[str, tuple[str, str]]:
-    """Job name -> (newest job id, its batch script's path) of the jobs called ``names``, from sacct's SubmitLine
-    and squeue's command (one call each). Used to find a job whose submission was never recorded.
+def find_by_name(names: Sequence[str], shell: Shell = local_shell, *,
+                 under: str | Path | None = None) -> dict[str, tuple[str, str]]:
+    """Job name -> (newest job id, its batch script's path) of the jobs called ``names`` whose batch script lies
+    inside the folder ``under`` (every job when None), from sacct's SubmitLine and squeue's command (one call each).
+    Used to find a job whose submission was never recorded. The folder filter comes before "newest": sweeps of the
+    same variants use the same job names, and another sweep's newer job must not hide this sweep's own.
 
     Raises:
         SchedulerError: squeue or sacct failed.
@@ -115,8 +118,9 @@ def find_by_name(names: Sequence[str], shell: Shell = local_shell) -> dict[str, 
     if res.rc != 0:
         raise SchedulerError(f"squeue failed: {res.err.strip()}")
     rows += [line.split("|")[:3] for line in res.out.splitlines() if line.count("|") >= 2]
+    folder = None if under is None else Path(under)
     for job, name, work in sorted(rows, key=lambda r: _int(r[0]) or 0):
-        if name in names:
+        if name in names and (folder is None or folder in Path(work).parents):
             found[name] = (job, work)
     return found
 

@@ -188,9 +188,8 @@ def test_sigkill_at_random_points_then_one_resume_ends_every_sweep_whole(tmp_pat
             p.communicate()
         resumes = [(out, delay, spawn_sweep([*DEFAULT, "action=run", f"sweep_id={_m(out)['sweep_id']}",
                                              f"output_dir={out}"])) for out, delay, _ in procs]
-        for out, delay, p in resumes:
-            rc = p.wait(timeout=600)
-            _, err = p.communicate()
+        ended = [(out, delay, p.wait(timeout=600), p.communicate()[1]) for out, delay, p in resumes]
+        for out, delay, rc, err in ended:  # every resume has ended: a failure leaves no job behind for later tests
             assert rc == 0, (out, f"killed {delay:.1f} s after the plan", err[-3000:])
             _ended_whole(out)
 

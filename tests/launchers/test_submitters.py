@@ -39,3 +39,21 @@ def test_a_submitter_still_running_at_the_timeout_is_killed(tmp_path):
     assert wait_for_submitters(mine, 0.5) == [p.pid]
     assert p.wait(timeout=10) == -9
     assert submitters(mine) == []
+
+
+def test_a_look_up_by_name_is_not_hidden_by_another_sweeps_newer_job_of_that_name(tmp_path):
+    """Sweeps of the same variants use the same job names: the newest job of a name may be another sweep's."""
+    from launchers.shell import Result
+    from launchers.track import find_by_name
+
+    mine, other = tmp_path / "s1", tmp_path / "s2"
+
+    def shell(argv, timeout_s=60):
+        if argv[0] == "sacct":
+            return Result(0, f"12|moe.a.r0.a1|sbatch --requeue --parsable {mine}/nemo_run/x/a_sbatch.sh\n"
+                             f"15|moe.a.r0.a1|sbatch --requeue --parsable {other}/nemo_run/x/a_sbatch.sh\n", "")
+        return Result(0, f"16|moe.a.r0.a1|{other}/nemo_run/y/a_sbatch.sh\n", "")
+
+    assert find_by_name(["moe.a.r0.a1"], shell, under=mine) == {"moe.a.r0.a1": ("12", f"{mine}/nemo_run/x/a_sbatch.sh")}
+    assert find_by_name(["moe.a.r0.a1"], shell, under=tmp_path / "s3") == {}
+    assert find_by_name(["moe.a.r0.a1"], shell)["moe.a.r0.a1"][0] == "16"
