@@ -176,11 +176,13 @@ def test_adaptive_control_sweep_end_to_end_blocks_control_and_drift_in_manifest_
     m = Manifest.load(SweepDir(root))
     summary = json.loads((root / "report" / "summary.json").read_text())
     comps = {c["variant"]: c for c in summary["comparisons"]}
-    # the arm with a 25% speedup is decided at the first look; the control (an A/A) needs more blocks
-    assert comps["a2a.ovl1.dw0"]["verdict"] == "faster" and comps["a2a.ovl1.dw0"]["sequential"]["look"] == 2
+    # the arm with a 25% speedup is decided at the first or second look (under +-15% drift, with balanced block
+    # orders); the control (an A/A) needs more blocks
+    look = comps["a2a.ovl1.dw0"]["sequential"]["look"]
+    assert comps["a2a.ovl1.dw0"]["verdict"] == "faster" and look in (2, 3)
     assert comps["a2a.ovl0.dw0.ctl"]["control"] is True and comps["a2a.ovl0.dw0.ctl"]["verdict"] == "equivalent"
     assert not any(c["doubtful"] for c in summary["comparisons"]) and rc == 0
-    assert len(m.blocks) > 3 and all("a2a.ovl1.dw0" not in b["order"] for b in m.blocks[2:])
+    assert len(m.blocks) > look and all("a2a.ovl1.dw0" not in b["order"] for b in m.blocks[look:])
     assert all({"a2a.ovl0.dw0", "a2a.ovl0.dw0.ctl"} <= set(b["order"]) for b in m.blocks)
     # execution order = recorded order (attempts are numbered per variant: a1, a2, ...)
     assert [t.rsplit(".a", 1)[0] for t in backend.launched] == [f"{n}.r{r}" for n, r in m.runs]
