@@ -58,7 +58,11 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
                                  f"{sw.get('cluster')}, git {sw.get('git_sha')}, created {sw.get('created')}"))
     said = meaning(code) if summary.ran else "no kept run ran (none was submitted, or every one was cancelled), so " \
         "there is nothing to judge"
+    if summary.after and code != summary.analysis_exit_code:
+        said += f" (the analysis alone: exit code {summary.analysis_exit_code})"
     blocks.append(Block("p", f"Exit code {code}: {said}."))
+    blocks.extend(Block("p", f"After the analysis, the {a.step} step (exit code {a.exit_code}): {a.text}")
+                  for a in summary.after)
     blocks.extend(plan_blocks(sw))
     blocks.extend(block_design_blocks(summary))
     if summary.comparisons:
