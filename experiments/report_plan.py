@@ -34,8 +34,8 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
         headers, rows = _grouped(exp.variants)
         title += f"  ({len(exp.variants)} variants in {len(rows)} rows; each variant: manifest.json)"
     console.print(table(headers, rows, width=console.width, title=title))
-    for w in exp.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+    for w in (*exp.warnings, *plan.notes):  # the notes: a dirty tree, a secret_env name not set here
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if plan.mode_note:
         console.print(f"[cyan]note:[/] {plan.mode_note}")
     kept = sum(v.status != "pruned" for v in exp.variants)
