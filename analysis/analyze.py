@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from analysis import fixed_cost
 from analysis.classify import Expectation, SchedulerInfo, classify
 from analysis.compare import backend_rates, compare_all
 from analysis.files import read_json
@@ -71,10 +72,14 @@ def analyze_run(
     role: str | None = None,
     last_log_age_s: float | None = None,
     a2a_ms: float | None = None,
+    held: tuple[float, float | None] | None = None,
     options: Options = Options(),  # noqa: B008 - a frozen dataclass, never mutated
     display_root: Path | None = None,
 ) -> RunResult:
-    """Parse, measure and classify one attempt (files in restart order). Never raises for bad log content."""
+    """Parse, measure and classify one attempt (files in restart order). Never raises for bad log content.
+
+    ``held``: (launched, ended) epoch s of the attempt from the conductor (``conductor.json``), for the split of its
+    GPU time (:mod:`analysis.fixed_cost`)."""
     expect = expect or Expectation()
     log = parse_files(files) if files else None
     eff = (effective or {}).get("effective") or {}
@@ -133,7 +138,16 @@ def analyze_run(
         config=config, a2a_ms=a2a_ms or _float(((effective or {}).get("profile") or {}).get("a2a_ms")),
         series=series, steady_mask=stats.steady_mask if stats else None,
         timeline=verdict.timeline, launch=verdict.launch,
+        fixed_cost=_fixed_cost(log, held, stats),
     )
+
+
+def _fixed_cost(log: Any, held: tuple[float, float | None] | None, stats: Any) -> dict[str, Any] | None:
+    stamps = fixed_cost.phases(m.text for m in log.markers_of("payload_phase")) if log else {}
+    series = log.series if log else None
+    fc = fixed_cost.split(stamps, held, series.step_ms if series is not None and len(series) else None,
+                          stats.steady_mask if stats else None)
+    return fc.to_json() if fc else None
 
 
 def _float(value: Any) -> float | None:
@@ -195,6 +209,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
     notes: list[str] = []
     multi = any(len({a.repeat for a in v.attempts}) > 1 for v in manifest.variants)
     signal = _asked_signal(manifest.cluster_config)
+    held = fixed_cost.held_times(sd.conductor_json)
+    costs: list[fixed_cost.FixedCost | None] = []
     for entry in manifest.variants:
         v = entry.variant
         try:
@@ -237,7 +253,9 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             scheduler = SchedulerInfo(a.get("scheduler_state") or str(a.status), a.exit_code, tuple(a.flags),
                                       signal=signal)
             r = analyze_run(files, name=name, attempt=a.attempt, repeat=a.repeat, effective=effective,
-                            scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, **common)
+                            scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, held=held.get(ref.task),
+                            **common)
+            costs.append(fixed_cost.FixedCost.from_json(r.fixed_cost))
             if breakdown:
                 r = _replace(r, step_breakdown=breakdown)
             hours = gpu_hours_of(manifest, v.name, a)
@@ -258,8 +276,12 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         notes.append("no baseline variant in the manifest: speedups not computed")
     if design_doc is not None:
         design_doc = {**design_doc, "blocks": manifest.blocks}
+    from analysis.bound import bound_report
+
+    bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
+    gpu_time = fixed_cost.total(costs)
     return Summary(_sweep_info(manifest, runs), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
-                   tuple(drift(runs)), design_doc)
+                   tuple(drift(runs)), design_doc, gpu_time.to_json() if gpu_time else None, bound)
 
 
 def gpu_hours_of(manifest: Manifest, variant: str, attempt: Any) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ from analysis.grammar import MARKERS_KEPT
 from analysis.locate import gather
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+PHASE_RE = re.compile(r"\[payload\] phase (\w+) at (\d+(?:\.\d+)?)")
 CPP_FRAME_RE = re.compile(r"^(?:\S+:\s*)?(?:frame #\d+: |Exception raised from \S+ at \S+:\d+)")
 
 # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", also a bare "Exception: ..."
@@ -38,6 +39,9 @@ _EXCEPTION = r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:"
 _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     # the payload's own diagnosis: "[payload] error <code> <kind>: <cause>" (experiments/payload/errors.py)
     ("payload_error", ("[payload] error",), re.compile(r"\[payload\] error \d+ \w+: ")),
+    # the payload's phase stamps: "[payload] phase <name> at <epoch s>" (experiments/payload/phases.py); read by
+    # analysis.fixed_cost, never evidence of a failure
+    ("payload_phase", ("[payload] phase ",), PHASE_RE),
     # torchrun's ChildFailedError summary table (torch/distributed/elastic/multiprocessing/errors/__init__.py:
     # "Root Cause (first observed failure):", then "  host      : ...", "  rank      : 3 (local_rank: 3)",
     # "  exitcode  : -11 (pid: 4242)", "  error_file: ...", "  traceback : ..."); read by analysis.summaries

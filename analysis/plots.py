@@ -179,7 +179,45 @@ def drift_png(summary: Summary) -> bytes | None:
     return _png(fig)
 
 
-PLOTS = {"throughput.png": throughput_png, "step_time.png": step_time_png, "loss.png": loss_png,
+def speedup_png(summary: Summary) -> bytes | None:
+    """The report's headline: each arm's speedup (baseline step / arm step) with its 95% interval against the
+    +-practical_threshold band around 1 and, for an overlap arm with a profiled baseline, its overlap ceiling
+    1 / (1 - exposed comm / step) (analysis/bound.py) as a marker. Control arms are drawn grey. None when no arm
+    has a speedup."""
+    arms = [c for c in summary.comparisons if c.speedup.value is not None]
+    if not arms:
+        return None
+    threshold = float((summary.design or {}).get("practical_threshold") or 0.02)
+    fig = Figure(figsize=(8, 0.55 * len(arms) + 1.8))
+    ax = fig.add_subplot()
+    ax.axvspan(1 - threshold, 1 + threshold, color="#dddddd", alpha=0.7,
+               label=f"±{100 * threshold:.1f}% (practical threshold)")
+    ax.axvline(1.0, color="#777777", lw=1)
+    drew_ceiling = False
+    for y, c in enumerate(arms):
+        s = c.speedup
+        lo = s.ci_low if s.ci_low is not None else s.value
+        hi = s.ci_high if s.ci_high is not None else s.value
+        color = "#999999" if c.control else {"faster": "#55A868", "slower": "#C44E52"}.get(c.verdict, "#4C72B0")
+        ax.errorbar(s.value, y, xerr=[[s.value - lo], [hi - s.value]], fmt="o", color=color, capsize=4)
+        ax.annotate(c.verdict + (" (doubtful)" if c.doubtful else ""), (hi, y), textcoords="offset points",
+                    xytext=(6, -3), fontsize=8)
+        ob = summary.bound.for_variant(c.variant) if summary.bound else None
+        if ob is not None and ob.max_saving < 1:
+            ax.plot(1 / (1 - ob.max_saving), y, marker="|", color="#DD8452", markersize=16, mew=3,
+                    label=None if drew_ceiling else "overlap ceiling (baseline's exposed comm)")
+            drew_ceiling = True
+    ax.set_yticks(range(len(arms)), [f"{c.variant}{' (ctl)' if c.control else ''}" for c in arms], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup over the baseline (95% interval)")
+    ax.set_title("Speedup per arm against the threshold band and the overlap ceiling")
+    ax.grid(axis="x", alpha=0.3)
+    ax.margins(x=0.15)
+    ax.legend(fontsize=8, loc="lower right")
+    return _png(fig)
+
+
+PLOTS = {"speedup.png": speedup_png, "throughput.png": throughput_png, "step_time.png": step_time_png, "loss.png": loss_png,
          "step_breakdown.png": breakdown_png, "drift.png": drift_png}  # file name -> plot, in the report's order
 
 

@@ -64,19 +64,26 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
     blocks.extend(Block("p", f"After the analysis, the {a.step} step (exit code {a.exit_code}): {a.text}")
                   for a in summary.after)
     blocks.extend(plan_blocks(sw))
+    blocks.extend(reference_blocks(summary))
     blocks.extend(block_design_blocks(summary))
     if summary.comparisons:
         blocks.append(Block("h2", "Speedup over the baseline (baseline median step / variant median step)"))
+        if HEADLINE in images:  # the headline: each arm's interval against the threshold band and its ceiling
+            blocks.append(Block("img", HEADLINE))
         rows = []
         for c in summary.comparisons:
             ceiling = c.overlap_ceiling
             extra = "" if ceiling is None else (f"ceiling {ceiling.ceiling:.2f}x, achieved "
                                                 f"{_f(None if ceiling.fraction_achieved is None else 100 * ceiling.fraction_achieved)}%")
+            ob = summary.bound.for_variant(c.variant) if summary.bound else None
+            if ob is not None:
+                extra = "; ".join(x for x in (ob.text(), extra) if x)
             verdict = c.verdict + (" (control)" if c.control else "") + (" DOUBTFUL" if c.doubtful else "")
             rows.append((_group(c.group), c.variant, c.baseline, _speedup(c), verdict, _parity(c),
                          "; ".join([*c.notes, extra] if extra else c.notes) or "-"))
         blocks.append(Block("table", headers=("group", "variant", "baseline", "speedup [95% CI]", "verdict",
                                               "loss parity", "notes"), rows=tuple(rows)))
+    blocks.extend(bound_blocks(summary))
     blocks.append(Block("h2", "Runs"))
     rows = []
     for r in summary.runs:
@@ -87,6 +94,7 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
                      f"{r.iterations_steady}/{r.iterations_total}"))
     blocks.append(Block("table", headers=("run", "status", "reason", "step ms [95% CI]", "p90 ms", "TFLOP/s/GPU",
                                           "tokens/s/GPU", "peak GB", "steady/total"), rows=tuple(rows)))
+    blocks.extend(gpu_time_blocks(summary))
     blocks.extend(gpu_hours_blocks(summary.runs))
     blocks.extend(breakdown_blocks(summary.runs))
     if summary.backends:
@@ -105,11 +113,83 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
         for r in flagged:
             blocks.extend(_run_blocks(r, common))
     for name in images:
-        blocks.append(Block("img", name))
+        if name != HEADLINE:
+            blocks.append(Block("img", name))
     if summary.notes:
         blocks.append(Block("h2", "Notes"))
         blocks.extend(Block("p", n) for n in summary.notes)
     return blocks
+
+
+_COST_PARTS = ("launch", "startup", "checks", "init", "warmup", "steps", "in_training", "teardown")
+
+
+def gpu_time_blocks(summary: Summary) -> list[Block]:
+    """Where the runs' GPU time went (:mod:`analysis.fixed_cost`): the share that measured steady steps, then each
+    run's held time split into launch, start-up, checks, init, warm-up, steps, the rest of training and teardown
+    (s); nothing when no run was timed by the conductor."""
+    runs = [(r, r.fixed_cost) for r in summary.runs if (r.fixed_cost or {}).get("held_s") is not None]
+    if not runs:
+        return []
+    g = summary.gpu_time or {}
+    share = g.get("steps_share")
+    title = "GPU time" + ("" if share is None else f": {100 * share:.0f}% measured steps")
+    blocks = [Block("h2", title)]
+    if share is not None:
+        blocks.append(Block("p", f"GPU time measuring steps: {100 * share:.1f}% ({_f(g.get('steps_s'))} s of steady "
+                                 f"steps in {_f(g.get('held_s'))} s that {g.get('runs')} run(s) held their GPUs; "
+                                 "the rest is each run's fixed cost, paid again by every run)."))
+    rows = []
+    for r, fc in runs:
+        pct = fc.get("steps_share")
+        rows.append((r.name, _f(fc.get("held_s")), *(_f(fc.get(f"{p}_s")) for p in _COST_PARTS),
+                     "-" if pct is None else f"{100 * pct:.0f}%"))
+    blocks.append(Block("table", headers=("run", "held s", "launch", "start-up", "checks", "init", "warm-up", "steps",
+                                          "in training", "teardown", "steps %"), rows=tuple(rows)))
+    return blocks
+
+
+HEADLINE = "speedup.png"  # analysis/plots.py speedup_png: shown under the speedup heading, not with the plots
+
+
+def reference_blocks(summary: Summary) -> list[Block]:
+    """NVIDIA's published baseline first: the matched row against this sweep's baseline (a WARNING when more than
+    5% below), or why no row matched."""
+    b = summary.bound
+    if b is None:
+        return []
+    out = [Block("h2", "Published baseline (NVIDIA Megatron-Bridge performance summary)")]
+    out.extend(Block("p", c.text()) for c in b.reference)
+    if not b.reference:
+        row = b.sweep.reference
+        out.append(Block("p", "no timed baseline to compare with " + (
+            f"the published {row.get('tflops_per_gpu')} TFLOP/s/GPU ({row.get('source')})" if row else
+            "a published row")))
+    out.extend(Block("p", n) for n in b.notes)
+    return out
+
+
+def bound_blocks(summary: Summary) -> list[Block]:
+    """Each run against the bound: MFU against the dense bf16 peak and the measured matmul ceiling, all-to-all
+    bandwidth against the link bound (analysis/bound.py); nothing when the sweep recorded no bound."""
+    b = summary.bound
+    if b is None or not b.runs:
+        return []
+    sb = b.sweep
+    said = [f"dense bf16 peak {_f(sb.peak_tflops, 0)} TFLOP/s/GPU ({sb.gpu_type}; {sb.peak_source or 'unknown'})"]
+    said.append(f"measured matmul ceiling {_f(sb.matmul_ceiling_tflops, 0)} TFLOP/s ({sb.matmul_source})"
+                if sb.matmul_ceiling_tflops else "no matmul ceiling measured (cluster.matmul_ceiling)")
+    said.append(f"all-to-all link bound {_f(sb.link_gbps, 0)} GB/s per GPU ({sb.link_note})" if sb.link_gbps
+                else f"no all-to-all link bound ({sb.link_note or 'cluster.nvlink_gbps / nic_gbps not set'})")
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.1f}%"
+
+    return [Block("h2", "Against the bound"), Block("p", "; ".join(said) + "."),
+            Block("table", headers=("run", "TFLOP/s/GPU", "MFU (peak)", "of matmul ceiling", "all-to-all GB/s",
+                                    "of link bound"), rows=tuple(
+                (r.run, _f(r.tflops), pct(r.mfu_peak), pct(r.mfu_ceiling), _f(r.a2a_gbps), pct(r.a2a_of_link))
+                for r in b.runs))]
 
 
 def gpu_hours_blocks(runs: Sequence[RunResult]) -> list[Block]:

@@ -98,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, _ArgError):
             parser.print_usage(sys.stderr)
         return ExitCode.USAGE
+    except OSError as exc:  # a full disk while each attempt's run.json is written: nothing read is lost
+        print(f"analysis.report: error: writing into the sweep failed: {exc}; free space and run it again",
+              file=sys.stderr)
+        return ExitCode.INFRA
     from analysis.api import print_summary, write_report
 
     codes = []

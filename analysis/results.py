@@ -18,6 +18,7 @@ from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
 
 if TYPE_CHECKING:  # a type only: importing the parser (pyarrow, RE2) is not needed to hold results
+    from analysis.bound_records import BoundReport
     from analysis.parse import IterationSeries
 
 
@@ -92,6 +93,7 @@ class RunResult:
     timeline: dict[str, Any] | None = None  # analysis/timeline.py: the causal chain (cause, then consequences)
     launch: dict[str, Any] | None = None  # analysis/launch_context.py: launcher, Slurm directives, cancel lines
     gpu_hours: dict[str, Any] | None = None  # {"estimate", "accounted", "note"}: GPU-hours, plan and sacct
+    fixed_cost: dict[str, Any] | None = None  # analysis/fixed_cost.py: the held GPU time split, s
     series: IterationSeries | None = field(default=None, repr=False)
     steady_mask: np.ndarray | None = field(default=None, repr=False)
 
@@ -155,6 +157,8 @@ class RunResult:
             "launch": self.launch,
             # GPU-hours of this attempt: the plan's estimate and, on Slurm, what sacct accounted (CONTRACTS §7)
             "gpu_hours": self.gpu_hours,
+            # where the run's held GPU time went: launch, start-up, checks, init, warm-up, steps, teardown (s)
+            "fixed_cost": self.fixed_cost,
             # profile=true: where a profiled step's time goes, ms per step (None when not profiled)
             **breakdown_json(self.step_breakdown),
         }
@@ -209,6 +213,7 @@ class RunResult:
             timeline=d.get("timeline"),
             launch=d.get("launch"),
             gpu_hours=d.get("gpu_hours"),
+            fixed_cost=d.get("fixed_cost"),
         )
 
 
@@ -397,6 +402,8 @@ class Summary:
     notes: tuple[str, ...] = ()
     drift: tuple[dict[str, Any], ...] = ()  # analysis/paired.py drift(): the baseline's median per block, per group
     design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
+    gpu_time: dict[str, Any] | None = None  # analysis/fixed_cost.py GpuTime: every attempt's held time and steps
+    bound: BoundReport | None = None  # analysis/bound.py: MFU, all-to-all bandwidth, overlap ceiling, published row
     after: tuple[LaterStep, ...] = ()
 
     @property
@@ -437,6 +444,8 @@ class Summary:
             "drift": [dict(d) for d in self.drift],
             "design": self.design,
             "noise_floor": self.noise_floor,
+            "gpu_time": self.gpu_time,
+            "bound": None if self.bound is None else self.bound.to_json(),
         }
 
     @property
@@ -463,5 +472,13 @@ class Summary:
             notes=tuple(d.get("notes") or ()),
             drift=tuple(d.get("drift") or ()),
             design=d.get("design"),
+            gpu_time=d.get("gpu_time"),
+            bound=_bound_from_json(d.get("bound")),
             after=tuple(LaterStep(str(a["step"]), int(a["exit_code"]), str(a["text"])) for a in d.get("after") or ()),
         )
+
+
+def _bound_from_json(d: dict[str, Any] | None) -> BoundReport | None:
+    from analysis.bound_records import BoundReport
+
+    return BoundReport.from_json(d)

@@ -68,9 +68,26 @@ class ClusterConfig:
     allow_ssh_secrets: bool = False  # CONTRACTS §10: an SSH tunnel would write secrets down; opt in explicitly
     tunnel: TunnelConfig = field(default_factory=TunnelConfig)
     mode: str | None = None
+    # the bound a report measures against (analysis/bound.py, CONTRACTS §9): GB/s per GPU in one direction
+    nvlink_gbps: float | None = None  # NVLink within an NVLink domain (H100/H200 450, B200/GB200 900)
+    nic_gbps: float | None = None  # the scale-out NIC per GPU (400 Gb/s ConnectX-7 = 50)
+    nvlink_domain: int | None = None  # GPUs that share one NVLink domain; null = gpus_per_node (GB200 NVL72: 72)
+    peak_tflops: float | None = None  # dense bf16 peak per GPU, TFLOP/s; null = conf/reference/gpu_peaks.yaml
+    matmul_ceiling: float | str | None = None  # measured TFLOP/s, or the path of scripts/gpu/matmul_ceiling.py's JSON
 
     def __post_init__(self) -> None:
         one_of("cluster.executor", self.executor, EXECUTORS)
+        for name in ("nvlink_gbps", "nic_gbps", "peak_tflops"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+                raise ConfigError(f"cluster.{name}={value!r} must be a positive number (null = unknown)")
+        if self.nvlink_domain is not None:
+            positive("cluster.nvlink_domain", self.nvlink_domain)
+        m = self.matmul_ceiling
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int | float | str)
+                              or (not isinstance(m, str) and m <= 0)):
+            raise ConfigError(f"cluster.matmul_ceiling={m!r} must be TFLOP/s (a positive number), the path of a "
+                              "matmul.json written by scripts/gpu/matmul_ceiling.py, or null")
         positive("cluster.nodes", self.nodes)
         if isinstance(self.gpus_per_node, str) and self.gpus_per_node != "auto":
             raise ConfigError(f"cluster.gpus_per_node={self.gpus_per_node!r} must be a number or 'auto'")

@@ -47,6 +47,12 @@ class SweepDir:
         return self.root / "conductor.json"
 
     @property
+    def collect_job(self) -> Path:
+        """A detached sweep's chained collect job: its Slurm job id, the run jobs it waits for, its log folder
+        (experiments/conductor/chain.py, §3)."""
+        return self.root / "collect_job.json"
+
+    @property
     def nemo_run(self) -> Path:
         return self.root / "nemo_run"
 

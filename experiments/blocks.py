@@ -1,10 +1,15 @@
 """Interleaved blocks, the control arm and the adaptive next block (CONTRACTS §1, §12): drift between runs cancels
 in ratios taken within a block, which back-to-back repeats turn into a fake speedup.
 
-- A **block** is one run of every kept arm of the open stages (each group's baseline included) in a random order
-  drawn from ``random.Random(f"{seed}:{index}")``, where ``seed`` is ``block_seed`` (or, when null, derived from
-  the sweep id) and is recorded in the manifest's ``design``. A run's repeat index is its block index. The order is
-  recorded (manifest ``blocks``) and never recomputed: a resume submits the missing runs in the recorded order.
+- A **block** is one run of every kept arm of the open stages (each group's baseline included). Its order is a
+  row of a **Williams design** over the block's arms (:func:`williams_rows`): over a full cycle of rows (n rows for
+  n arms when n is even, 2n when n is odd) every arm takes every position equally often and follows every other
+  arm equally often, so neither a position in the block (a first run that warms the machine, a last one that meets
+  the next job) nor the arm before it can favour one arm. The randomisation is seeded: the arms are assigned to the
+  design's symbols by ``random.Random(f"{seed}:williams")`` and each cycle's rows are shuffled by
+  ``random.Random(f"{seed}:cycle{c}")``, where ``seed`` is ``block_seed`` (or, when null, derived from the sweep
+  id) and is recorded in the manifest's ``design``. A run's repeat index is its block index. The order is recorded
+  (manifest ``blocks``) and never recomputed: a resume submits the missing runs in the recorded order.
 - ``repeats=N`` plans N blocks; ``repeats=auto`` plans K_MIN (2) blocks, then the conductor adds one block at a
   time (:func:`next_block`) with the arms that are still undecided, their groups' baselines and controls, until
   every arm is decided, an arm has ``max_blocks`` blocks, or the next block would pass ``max_gpu_hours``.
@@ -35,11 +40,51 @@ def derive_seed(sweep_id: str) -> int:
     return int(hashlib.sha256(sweep_id.encode()).hexdigest()[:8], 16)
 
 
+ORDER_RULE = ("williams: the block's arms on the rows of a Williams design (each arm in each position equally often "
+              "per cycle of n rows, 2n for odd n), symbols assigned by random.Random(f'{seed}:williams'), rows of "
+              "cycle c shuffled by random.Random(f'{seed}:cycle{c}')")
+
+
+def williams_rows(n: int) -> list[list[int]]:
+    """The rows of a Williams design for ``n`` treatments (Williams 1949, Aust. J. Sci. Res. A 2:149): the first
+    row is 0, 1, n-1, 2, n-2, ...; row r adds r modulo n. For an even n the n rows are balanced for position and
+    first-order carry-over; for an odd n the n rows and their mirror images (2n rows) are."""
+    if n < 1:
+        raise ValueError(f"a Williams design needs at least one treatment, got n={n}")
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + r) % n for x in first] for r in range(n)]
+    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
+
+
 def block_order(arms: list[str], seed: int, index: int) -> list[str]:
-    """The arms of block ``index`` in their seeded random order (the same inputs give the same order)."""
-    order = list(arms)
-    random.Random(f"{seed}:{index}").shuffle(order)
-    return order
+    """The arms of the ``index``-th block of these arms: row ``index`` of the seeded Williams design over them
+    (module docstring; the same inputs give the same order). Blocks 0 .. cycle-1 balance every position."""
+    if len(arms) < 2:
+        return list(arms)
+    symbols = list(arms)
+    random.Random(f"{seed}:williams").shuffle(symbols)
+    rows = williams_rows(len(symbols))
+    cycle, within = divmod(index, len(rows))
+    picks = list(range(len(rows)))
+    random.Random(f"{seed}:cycle{cycle}").shuffle(picks)
+    return [symbols[i] for i in rows[picks[within]]]
+
+
+def position_balance(blocks: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """How often each arm ran at each position of its block: {arm: [count at position 0, 1, ...]}, over the
+    blocks as recorded (the manifest's ``blocks``)."""
+    width = max((len(b["order"]) for b in blocks), default=0)
+    out: dict[str, list[int]] = {}
+    for b in blocks:
+        for pos, name in enumerate(b["order"]):
+            out.setdefault(name, [0] * width)[pos] += 1
+    return out
 
 
 def control_name(baseline: str) -> str:
@@ -72,7 +117,7 @@ def design_doc(*, repeats: int | str, seed: int, control: bool, max_blocks: int,
     """The manifest's ``design`` record (CONTRACTS §12)."""
     return {"repeats": repeats, "seed": seed, "seed_source": seed_source, "control": control,
             "max_blocks": max_blocks if repeats == "auto" else int(repeats), "practical_threshold": threshold,
-            "alpha": 0.05, "order": "random.Random(f'{seed}:{index}').shuffle per block",
+            "alpha": 0.05, "order": ORDER_RULE,
             "run_gpu_hours": run_gpu_hours,
             "method": METHOD if repeats == "auto" else "fixed_paired_t_tost"}
 
@@ -126,12 +171,14 @@ def next_block(m: Manifest, comparisons: list[Any], max_gpu_hours: float) -> tup
 
 
 def add_blocks(m: Manifest, arms: list[str], count: int) -> list[int]:
-    """Append ``count`` blocks of ``arms`` in their seeded orders; returns the new block indices."""
+    """Append ``count`` blocks of ``arms`` in their seeded Williams orders; returns the new block indices. The row
+    of each is the number of earlier blocks with the same set of arms, so the blocks of one arm set walk the
+    design's rows in turn (an adaptive round's smaller set starts its own cycle)."""
     seed = int((m.design or {}).get("seed") or 0)
     out = []
     for _ in range(count):
-        index = max((int(b["index"]) for b in m.blocks), default=-1) + 1
-        out.append(m.add_block(block_order(arms, seed, index)))
+        row = sum(1 for b in m.blocks if set(b["order"]) == set(arms))
+        out.append(m.add_block(block_order(arms, seed, row)))
     return out
 
 

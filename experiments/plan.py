@@ -95,6 +95,7 @@ class Plan:
     blocks: tuple[dict[str, Any], ...] = ()
     design: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()  # plan-time warnings that go into the manifest (a dirty tree for action=plan)
+    bound: dict[str, Any] = dataclasses.field(default_factory=dict)  # experiments/reference.py bound_doc
 
     @property
     def variants(self) -> tuple[Variant, ...]:
@@ -173,10 +174,12 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
             if v.role == "control":
                 jobs[v.name] = exp.jobs[v.name.removesuffix(CONTROL_SUFFIX)]
         exp = dataclasses.replace(exp, variants=variants, jobs=jobs)
+    exp, bound = _apply_bound(exp, settings, cfg)
     created = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     sweep_id = settings.sweep_id or new_sweep_id(created)
     seed = settings.block_seed if settings.block_seed is not None else derive_seed(sweep_id)
-    n_blocks = n_initial_blocks(settings.repeats, settings.max_blocks)
+    # a reference gate runs one block of the baselines first; the arms get their blocks when it opens
+    n_blocks = 1 if bound.get("reference_gate") else n_initial_blocks(settings.repeats, settings.max_blocks)
     blocks = plan_blocks(exp.variants, n_blocks, seed)
     runs = tuple((n, b["index"]) for b in blocks for n in b["order"])
     hours = _estimate_hours(exp, [n for n, _ in runs], exp.variants, n_blocks)
@@ -200,7 +203,22 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     sha, dirty = git_state()
     notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster)) if n)
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
-                hours, sha, dirty, blocks, design, notes)
+                hours, sha, dirty, blocks, design, notes, bound)
+
+
+def _apply_bound(exp: Expansion, settings: SweepSettings, cfg: dict[str, Any]) -> tuple[Expansion, dict[str, Any]]:
+    """The sweep's bound (experiments/reference.py) and the variants after ``prune_below_ceiling`` and
+    ``reference_gate``. Raises ConfigError for a ceiling that cannot be had or read."""
+    from experiments import reference
+
+    variants = exp.variants
+    reference.check_ceiling_source(settings, cfg, any(v.status == "gated" for v in variants))
+    bound = reference.bound_doc(next(iter(exp.jobs.values())), settings, cfg)
+    if settings.prune_below_ceiling and bound.get("ceiling"):
+        variants = reference.prune_by_ceiling(variants, bound["ceiling"], float(settings.practical_threshold))
+    if bound.get("reference_gate"):
+        variants = reference.gate_on_reference(variants)
+    return dataclasses.replace(exp, variants=variants), bound
 
 
 def resolve_mode(mode: str | None, cluster_mode: str | None, executor: str, local_gpus: int) -> tuple[str, str | None]:
@@ -264,6 +282,7 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
         "warnings": warnings, "gpu_hours_estimate": round(plan.gpu_hours, 3), "overrides": [],
         "stages": stages, "runs": [{"variant": n, "repeat": r} for n, r in plan.runs], "variants": variants,
         "design": plan.design or {}, "blocks": [dict(b) for b in plan.blocks],
+        "bound": dict(plan.bound), "prune_below_ceiling": plan.settings.prune_below_ceiling,
     }
 
 

@@ -41,6 +41,9 @@ class SweepSettings:
     max_blocks: int = 6
     block_seed: int | None = None
     practical_threshold: float = 0.02
+    reference_gate: bool = False
+    prune_below_ceiling: bool = False
+    ceiling_from: str | None = None
 
     def __post_init__(self) -> None:
         one_of("action", self.action, ACTIONS)
@@ -77,7 +80,9 @@ class SweepSettings:
             except ValueError as e:
                 raise ConfigError(f"sweep_id={self.sweep_id!r} is not a real UTC time ({e}); the id starts with the "
                                   "time it was made, YYYYmmdd-HHMMSSZ, e.g. 20261129-160000Z-a1b2c3") from None
-        for k in ("dry_run", "pack", "detach", "allow_dirty", "collect_job"):
+        if self.ceiling_from is not None and not isinstance(self.ceiling_from, str):
+            raise ConfigError(f"ceiling_from={self.ceiling_from!r} must be the folder of an earlier sweep or null")
+        for k in ("dry_run", "pack", "detach", "allow_dirty", "collect_job", "reference_gate", "prune_below_ceiling"):
             if not isinstance(getattr(self, k), bool):
                 raise ConfigError(f"{k}={getattr(self, k)!r} must be true or false")
         if not isinstance(self.max_gpu_hours, int | float) or isinstance(self.max_gpu_hours, bool):

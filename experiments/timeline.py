@@ -130,24 +130,44 @@ def derive(start: float, end: float, runs: list[dict[str, float]]) -> dict[str, 
     }
 
 
-def record(sweep_root: Path, action: str) -> dict[str, Any]:
-    """Append this command's marks to ``<sweep_root>/conductor.json`` (one atomic rewrite; earlier commands of a
-    resumed sweep are kept) and return the new session record. An unreadable old file is replaced by a fresh one
-    (it holds timings only, never results)."""
-    end = time.time()
-    session = {
+def _session(action: str | None, end: float) -> dict[str, Any]:
+    return {
         "action": action, "pid": os.getpid(), "start": round(_START, 3), "end": round(end, 3),
         "marks": {k: round(v - _START, 3) for k, v in _marks.items()},
         "jobs": {k: {p: round(t - _START, 3) for p, t in v.items()} for k, v in _runs.items()},
         **derive(_START, end, list(_runs.values())),
     }
+
+
+def _write(sweep_root: Path, session: dict[str, Any]) -> None:
+    """Append ``session`` to ``conductor.json``, replacing this command's open session (:func:`checkpoint`)."""
     path = SweepDir(Path(sweep_root)).conductor_json
     try:
         doc = json.loads(path.read_text())
         sessions = list(doc["sessions"]) if doc.get("schema_version") == SCHEMA_VERSION else []
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         sessions = []
+    sessions = [s for s in sessions if not (isinstance(s, dict) and s.get("open") and s.get("pid") == session["pid"]
+                                            and s.get("start") == session["start"])]
     write_json(path, {"schema_version": SCHEMA_VERSION, "sessions": [*sessions, session]})
+
+
+def checkpoint(sweep_root: Path) -> None:
+    """Write this command's marks so far into ``<sweep_root>/conductor.json`` as an open session (``"open":
+    true``), so that an analysis made before the command ends sees when each run was launched and ended;
+    :func:`record` replaces it. A failure to write is ignored (timings only)."""
+    try:
+        _write(sweep_root, {**_session(None, time.time()), "open": True})
+    except OSError:
+        pass
+
+
+def record(sweep_root: Path, action: str) -> dict[str, Any]:
+    """Append this command's marks to ``<sweep_root>/conductor.json`` (one atomic rewrite; earlier commands of a
+    resumed sweep are kept, this command's open session is replaced) and return the new session record. An
+    unreadable old file is replaced by a fresh one (it holds timings only, never results)."""
+    session = _session(action, time.time())
+    _write(sweep_root, session)
     reset()  # a later command of this process (an API user, a test) starts afresh
     return session
 

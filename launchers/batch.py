@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,11 @@ from launchers.spec import JobCommand, RunSpec
 _LABEL = re.compile(r"^[A-Za-z0-9.-]{1,40}$")
 CONTAINER_JOB_ROOT = "/nemo_run"  # where pyxis mounts the task folder (NeMo-Run's RUNDIR_NAME)
 DEFAULT_TITLE = "sweep"
+RDZV_ID = 1  # fixed torchrun --rdzv-id (NeMo-Run picks a random one): the job script is reproducible
+# the rendezvous port of a multi-node job, from its job id (see torchrun_across_nodes): 20000-31999, below Linux's
+# default ephemeral port range (32768-60999), so no outgoing connection of the host holds it by chance
+RDZV_PORT_SETUP = "rdzv_port=$((20000 + SLURM_JOB_ID % 12000))"
+RDZV_PORT_SHELL = "${rdzv_port}"
 
 Item = RunSpec | JobCommand
 
@@ -167,6 +173,40 @@ def env_script(run: Any, argv: Sequence[str]) -> Any:
     return run.Script(path=words[0], args=words[1:], entrypoint="env")
 
 
+def multinode(cluster: ClusterConfig) -> bool:
+    """True when a run of ``cluster`` spans more than one node (its payload then starts through torchrun)."""
+    return int(cluster.nodes or 1) > 1
+
+
+def torchrun_across_nodes(run: Any, executor: Any, argv: Sequence[str]) -> Any:
+    """Switch ``executor`` to NeMo-Run's torchrun launcher and return the payload's ``run.Script`` for it.
+
+    NeMo-Run's SlurmExecutor with ``run.Torchrun`` (nemo_run 0.11.1 ``core/execution/slurm.py`` ``_setup_launcher``,
+    ``run/torchx_backend/components/torchrun.py``) starts one torchrun agent per node (``ntasks_per_node=1``,
+    ``--nproc-per-node`` = the GPUs) with a c10d rendezvous on ``$head_node_ip:<port>`` (the first node of the
+    allocation, which the job script looks up) and ``--node-rank $SLURM_NODEID``; torchrun gives each worker
+    ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``. The port is the job's own
+    (:data:`RDZV_PORT_SHELL`, from ``$SLURM_JOB_ID``): two jobs whose first nodes share an address (emulated nodes of
+    one host) never meet in one store, and the script of a run does not depend on its name. Two agents of one job
+    on one host are fine: torch hosts the store in one of them and the other joins as a client
+    (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py ``_create_tcp_store``, 2.x).
+
+    ``argv``: ``[python, "-m", module, args...]`` as :func:`item_command` builds it; an absolute ``python`` (bare
+    metal) puts its folder first on the job's ``PATH``, so that ``torchrun`` is that environment's.
+
+    Raises:
+        LaunchConfigError: ``argv`` is not a ``python -m module`` command.
+    """
+    if len(argv) < 3 or argv[1] != "-m":
+        raise LaunchConfigError(f"a multi-node run starts a Python module through torchrun, not {list(argv)!r}")
+    executor.launcher = run.Torchrun(rdzv_id=RDZV_ID, rdzv_port=RDZV_PORT_SHELL)  # type: ignore[arg-type]
+    setup = [RDZV_PORT_SETUP]
+    if os.path.isabs(argv[0]):  # bare metal: the torchrun next to the job's interpreter (a venv need not be active)
+        setup.append(f"export PATH={shlex.quote(os.path.dirname(argv[0]))}:$PATH")
+    executor.setup_lines = "\n".join(setup)
+    return run.Script(path=argv[2], m=True, args=quote_args(argv[3:]), entrypoint=argv[0])
+
+
 def remote_base(cluster: ClusterConfig, home: Path) -> str:
     """The experiments folder as the cluster sees it (``tunnel.job_dir`` over SSH)."""
     return str(cluster.tunnel.job_dir) if cluster.remote else str(home / "experiments")
@@ -199,7 +239,10 @@ def slurm_batch(run: Any, request: BatchRequest, *, home: Path, packager_for: An
         executor = slurm_executor(run, cluster, home=home, env=env, packager=packager,
                                   time_limit_s=request.time_limit_s, srun_args=request.srun_args)
         executor.env_vars.update(quoted_env(extra_env))
-        tasks.append(Task(name=name, script=env_script(run, argv), executor=executor, item=item,
+        script = env_script(run, argv)
+        if isinstance(item, RunSpec) and multinode(cluster):
+            script = torchrun_across_nodes(run, executor, argv)
+        tasks.append(Task(name=name, script=script, executor=executor, item=item,
                           job_dir=home / "experiments" / request.title / request.exp_id / name, job_root=job_root,
                           host_dir=host_dir, files=files))
     return Batch(title=request.title, exp_id=request.exp_id, home=home, tasks=tuple(tasks), env=env)

@@ -106,6 +106,21 @@ def cancel(job_ids: Sequence[str], shell: Shell = local_shell) -> None:
         raise SchedulerError(f"scancel {' '.join(job_ids)} failed: {res.err.strip() or res.out.strip()}")
 
 
+def no_requeue(job_ids: Sequence[str], shell: Shell = local_shell) -> bool:
+    """Clear the requeue flag of queued jobs (``scontrol update JobId=<ids> Requeue=0``); True when Slurm took it.
+
+    NeMo-Run 0.11.1 submits every job with ``sbatch --requeue`` (``torchx_backend/schedulers/slurm.py``), so a job
+    whose node fails (``NODE_FAIL``) would be put back in the queue by Slurm and run again under the same attempt,
+    its first try's log appended to. A run's retry is the tool's: an attempt that lost a node ends as
+    ``node_failure`` with the node named, and ``action=run`` resubmits it as attempt k+1. A refusal (an old Slurm)
+    leaves the flag as it was and is not an error.
+    """
+    if not job_ids:
+        return True
+    res = shell(["scontrol", "update", f"JobId={','.join(job_ids)}", "Requeue=0"])
+    return res.rc == 0
+
+
 def submit_slurm(request: BatchRequest, *, state_dir: str | Path, repo: str | Path, allow_dirty: bool = False,
                  allow_ssh_secrets: bool = False, shell: Shell | None = None) -> list[Submission]:
     """Queue ``request.items`` (RunSpecs or JobCommands), one Slurm job each, as NeMo-Run experiment
@@ -205,6 +220,7 @@ def _queue(
             # Experiment.from_id (maybe_load_external_main); our tasks are scripts and need neither.
             (batch.exp_dir / "__main__.py").unlink(missing_ok=True)
             handles = {job.id: job_id_of(job.handle) for job in exp.jobs if job.handle}
+            no_requeue(sorted(handles.values()), shell)
     finally:
         if own:
             close_shell(shell)

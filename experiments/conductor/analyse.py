@@ -14,7 +14,11 @@ from contracts.sweepdir import SweepDir
 
 
 def analyse(sd: SweepDir, options: Options, quiet: bool = False) -> Summary:
-    """Analyse the sweep folder and write its report (``report/``, each attempt's ``run.json``)."""
+    """Analyse the sweep folder and write its report (``report/``, each attempt's ``run.json``). The runs' launch
+    and end times so far go to ``conductor.json`` first (the report splits each run's GPU time with them)."""
+    from experiments import timeline
+
+    timeline.checkpoint(sd.root)
     summary = report_sweep(sd.root, options)
     if not quiet:
         show(summary, sd)

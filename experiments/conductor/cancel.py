@@ -103,11 +103,9 @@ def _cancel_collect_job(sd: SweepDir, backend: Any) -> str | None:
     """Cancel the sweep's chained collect job (``collect_job.json``, :mod:`experiments.conductor.chain`) once its
     runs are cancelled: it would otherwise start when they end and collect a cancelled sweep. Returns its job id,
     or None when there is none (or the backend has no such job)."""
-    from experiments.conductor.chain import RECORD
-
     cancel_jobs = getattr(backend, "cancel_jobs", None)
     try:
-        job_id = str(json.loads((sd.root / RECORD).read_text())["job_id"])
+        job_id = str(json.loads(sd.collect_job.read_text())["job_id"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if cancel_jobs is None:

@@ -14,7 +14,7 @@ from contracts.atomic import write_json
 from contracts.manifest import Manifest
 from experiments.conductor.tracking import Sweep
 
-RECORD = "collect_job.json"
+RECORD = "collect_job.json"  # SweepDir.collect_job
 
 
 def run_job_ids(m: Manifest) -> list[str]:
@@ -47,7 +47,7 @@ def chain_collect(sw: Sweep) -> str | None:
         print(f"warning: the collect job was not queued ({e}); collect with: {how}", file=sys.stderr)
         return None
     try:
-        write_json(sw.sd.root / RECORD, {"job_id": handle.job_id, "after": after, "dependency": "afterany",
+        write_json(sw.sd.collect_job, {"job_id": handle.job_id, "after": after, "dependency": "afterany",
                                         "job_dir": handle.job_dir})
     except OSError as e:
         print(f"warning: {RECORD} not written ({e}); the collect job {handle.job_id} is queued", file=sys.stderr)

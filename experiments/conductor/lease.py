@@ -154,8 +154,12 @@ def acquire(sd: SweepDir, action: str) -> Lease:
             note = _stale_note(previous)
         me = Holder.me(action)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(asdict(me)) + "\n").encode(), 0)
-        os.fsync(fd)
+        try:
+            os.pwrite(fd, (json.dumps(asdict(me)) + "\n").encode(), 0)
+            os.fsync(fd)
+        except OSError as e:  # a full disk: the lock alone keeps other conductors out; only the record is missing
+            note = "; ".join(filter(None, [note, f"the lease holder's record was not written ({e.strerror}); "
+                                                 "the lease holds without it"]))
         if not _same(fd, path):  # replaced by a takeover while the record was written: lock the new file
             os.close(fd)
             continue

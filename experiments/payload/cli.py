@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 import traceback
@@ -10,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from experiments.payload import errors, runtime_info
+from experiments.payload import errors, phases, runtime_info
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import PayloadError
 from experiments.payload.outcome import Outcome, amend_with_error, assemble, loud, write_effective
@@ -61,11 +62,28 @@ def error_document(spec: VariantSpec, err: PayloadError) -> dict[str, Any]:
 
 def run_validate(spec: VariantSpec, out_dir: Path, api: Any = None) -> int:
     """Validate one variant, write its document (rank 0), print one line; returns 0 (pass) or 1 (fail)."""
+    from experiments.payload import world as launched
     from experiments.payload.validate import validate
 
-    v = validate(spec, api)
-    if runtime_info.rank() == 0:
-        write_effective(out_dir, v.doc)
+    w = launched.join()  # the real world size: a gloo group over every rank when torchrun started several
+    if w.joined:
+        say(f"[payload] world: {w.world_size} rank(s) over {len(w.ranks_per_node)} node(s) {w.ranks_per_node} "
+            f"({w.backend}; nodelist {w.nodelist})")
+    try:
+        v = validate(spec, api)
+        world_problems = list(w.problems)
+        if w.joined and spec.world_size and w.world_size != spec.world_size:
+            world_problems.append(f"the job launched {w.world_size} ranks but the variant's world size is "
+                                  f"{spec.world_size}")
+        v.doc["hardware"].update(w.hardware())
+        if world_problems:
+            v.doc["checks"]["messages"] += [f"payload: {p}" for p in world_problems]
+            v.doc["checks"]["verdict"] = "fail"
+            v = dataclasses.replace(v, verdict="fail")
+        if w.rank == 0:
+            write_effective(out_dir, v.doc)
+    finally:
+        launched.leave()
     say(f"[payload] validate {spec.name}: {v.verdict}")
     for line in loud(spec, v):
         say(line)
@@ -86,6 +104,7 @@ def run(spec: VariantSpec, out_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (table in :mod:`experiments.train`)."""
     args = parse_args(argv)
+    phases.stamp_start()
     out_dir = Path(args.out_dir).resolve()
     spec: VariantSpec | None = None
     code = errors.OK
@@ -118,5 +137,6 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             say("[payload] interrupted during hold")
             return errors.INTERRUPTED
+    phases.stamp("exit")
     say(f"[payload] exit {code}")
     return code

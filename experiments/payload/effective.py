@@ -28,7 +28,8 @@ EFFECTIVE_KEYS = (
 )
 TRAIN_KEYS = ("global_batch_size", "micro_batch_size", "train_iters")  # live on cfg.train in Bridge
 VERSION_KEYS = ("python", "torch", "transformer_engine", "megatron_core", "megatron_bridge", "deep_ep", "cuda", "nccl")
-HARDWARE_KEYS = ("gpu_name", "compute_capability", "nodes", "gpus_per_node", "world_size", "hostnames")
+HARDWARE_KEYS = ("gpu_name", "compute_capability", "nodes", "gpus_per_node", "world_size", "hostnames", "nodelist",
+                 "node_of_rank", "ranks_per_node")
 
 # Requested ``None`` means "the library default" for these, so a filled-in value is not a difference:
 # TransformerConfig.__post_init__ sets expert_tensor_parallel_size = tensor_model_parallel_size when None.

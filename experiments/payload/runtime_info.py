@@ -127,7 +127,8 @@ def hardware(spec: VariantSpec, hostnames: list[str] | None, *, target: bool) ->
             nodes = max(1, world // gpn)
     return {"gpu_name": name, "compute_capability": cap, "nodes": nodes if isinstance(nodes, int) else None,
             "gpus_per_node": gpn if isinstance(gpn, int) else None, "world_size": world,
-            "hostnames": hostnames}
+            "hostnames": hostnames,
+            "nodelist": os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST") or None}
 
 
 def local_hostname() -> str:

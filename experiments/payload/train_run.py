@@ -28,7 +28,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from experiments.payload import profile, runtime_info
+from experiments.payload import phases, profile, runtime_info
 from experiments.payload.bridge_api import BridgeAPI, is_hf_unreachable, load_bridge, stub_compile_helpers
 from experiments.payload.bridge_config import Applied, apply_variant, build_config, model_config_of
 from experiments.payload.effective import read_effective
@@ -137,6 +137,7 @@ class TrainStartHook:
         self.fired = False
 
     def __call__(self, cfg: Any, model_chunks: Any) -> None:
+        phases.stamp("initialized")
         self.fired = True
         hostnames = gather_hostnames()
         effective = read_effective(model_config_of(cfg), cfg.train)
@@ -211,6 +212,7 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
         raise NoGPU(f"train mode found no GPU on {socket.gethostname()} (torch.cuda.is_available() is False); "
                     "use mode=validate to check configs without a GPU")
     api = api or load_bridge(spec.container.get("image"))
+    phases.stamp("imported")
     if stub_compile_helpers():
         say("[payload] megatron-core ships the prebuilt dataset helper without a Makefile: compile_helpers skipped")
     cfg, notes = build_config(spec, api)
@@ -222,6 +224,7 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
         say(f"[payload] {note}")
     say(f"[payload] train {spec.name} on {name} (cc {cap}), rank {rank}; Megatron-Bridge {api.version}")
     precheck(spec, cfg, api, applied, out_dir, rank)
+    phases.stamp("checked")
     hook = TrainStartHook(spec, applied, out_dir, rank)
     try:
         run_pretrain(api, cfg, hook)
@@ -236,4 +239,5 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
                                 "set model.hf_path=<local folder> (config and tokenizer)") from e
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise TrainingFailed(f"pretrain raised {type(e).__name__}: {first}") from e
+    phases.stamp("trained")
     say(f"[payload] train {spec.name}: pretrain returned after {spec.train_iters} iterations")

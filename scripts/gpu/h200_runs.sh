@@ -13,6 +13,11 @@
 #                                                #   3 interleaved blocks (6 runs of ~75 s fit one 600 s call)
 #   bash scripts/gpu/h200_runs.sh ab_bench       # the same A/B on moe_bench_h200 (4 layers, compute-bound),
 #                                                #   repeats=auto up to 3 blocks
+#   bash scripts/gpu/h200_runs.sh aa_bench       # A/A on moe_bench_h200 (4 layers, 20 iterations) with the control
+#                                                #   arm, 2 interleaved blocks: the GPU time split of each run
+#                                                #   (summary.json gpu_time, runs[].fixed_cost)
+#   bash scripts/gpu/h200_runs.sh importtime     # python -X importtime of the payload's training imports
+#                                                #   -> $R/importtime.txt (the 25 slowest modules printed)
 #   bash scripts/gpu/h200_runs.sh pack           # $R (results/gpu) -> $OUT/results_gpu.tgz
 # Every step goes on when an earlier one fails (each records its exit code in $R/timing.tsv).
 set -u
@@ -63,6 +68,22 @@ for phase in "$@"; do
     run_sweep ab_bench model=moe_bench_h200 model.num_layers=4 cluster.gpus_per_node=1 sweep=full \
       dispatcher=alltoall,allgather overlap=off delay_wgrad=off repeats=auto max_blocks=3 block_seed=16 \
       payload.train_iters=15
+    ;;
+  aa_bench)
+    run_sweep aa_bench model=moe_bench_h200 model.num_layers=4 cluster.gpus_per_node=1 sweep=full \
+      dispatcher=alltoall overlap=off delay_wgrad=off control=true repeats=2 block_seed=26 payload.train_iters=20
+    $PY - "$R/aa_bench" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1] + "/report/summary.json"))
+print("GPU_TIME", json.dumps(s.get("gpu_time")))
+for r in s["runs"]:
+    print("RUN", r["name"], r["status"], (r.get("step_time_ms") or {}).get("median"), json.dumps(r.get("fixed_cost")))
+PYEOF
+    ;;
+  importtime)
+    $PY -X importtime -c "from experiments.payload.bridge_api import load_bridge; load_bridge(None)" \
+      2> "$R/importtime.txt"
+    sort -t'|' -k2 -n -r "$R/importtime.txt" | head -25
     ;;
   overhead)
     shift_done=1

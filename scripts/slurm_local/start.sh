@@ -171,6 +171,19 @@ dbd_changed=$(install_conf "$SLD/etc/slurmdbd.conf" /etc/slurm/slurmdbd.conf 600
 [ -n "$ctl_changed$dbd_changed" ] &&
   sl_log "wrote /etc/slurm ($NODES, $CPUS CPUs, ${MEM} MB, $GPUS x gpu:$GPU_TYPE per node)"
 
+# ------------------------------------------------------------------------------------------------- node names
+# Each emulated node's name resolves to a loopback address of its own (n<i> -> 127.0.100.<i>), as distinct hosts
+# would: a job's processes on node n<i> can bind there (the fabric probe's gloo groups do), so traffic between two
+# emulated nodes has its nodes' addresses and a test can shape one node's links (tc on lo). Slurm itself keeps
+# NodeAddr=127.0.0.1. The block between the markers is rewritten on every start; nothing else in /etc/hosts changes.
+hosts_block=$(for i in $(seq 1 "$NNODES"); do printf '127.0.100.%d n%d\n' "$i" "$i"; done)
+hosts_new=$(awk '/^# moe-sweep slurm_local nodes begin/{skip=1} !skip{print} /^# moe-sweep slurm_local nodes end/{skip=0}' /etc/hosts)
+hosts_new+=$'\n'"# moe-sweep slurm_local nodes begin"$'\n'"$hosts_block"$'\n'"# moe-sweep slurm_local nodes end"
+if [ "$hosts_new" != "$(cat /etc/hosts)" ]; then
+  printf '%s\n' "$hosts_new" >/etc/hosts.moe-sweep.tmp && cat /etc/hosts.moe-sweep.tmp >/etc/hosts  # in place: a bind mount
+  rm -f /etc/hosts.moe-sweep.tmp
+fi
+
 # ------------------------------------------------------------------------------------------------- munge
 if [ ! -s /etc/munge/munge.key ]; then
   install -d -o munge -g munge -m 700 /etc/munge

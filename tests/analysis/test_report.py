@@ -101,10 +101,10 @@ def test_sweep_folder_report(sweep, capsys):
     assert cmp["deepep.ovl1.dw0"]["verdict"] == "not_comparable"
     assert {b["dispatcher"]: b["failure_rate"] for b in d["backends"]} == {"alltoall": 0.0, "deepep": 1.0}
     assert any("attempt-1 superseded" in n for n in d["notes"])
-    for name in ("report.md", "report.html", "throughput.png", "step_time.png", "loss.png"):
+    for name in ("report.md", "report.html", "speedup.png", "throughput.png", "step_time.png", "loss.png"):
         assert (out / name).stat().st_size > 0
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and "src=\"http" not in html and "<link" not in html
+    assert html.count("data:image/png;base64,") == 4 and "src=\"http" not in html and "<link" not in html
     md = (out / "report.md").read_text()
     assert "dispatcher_timeout" in md and "| deepep | 1 | 0 | 1 | 100% |" in md
     # run.json next to the logs of every attempt, superseded ones included

@@ -65,14 +65,28 @@ def test_a_full_disk_leaves_the_old_report_whole(tiny_fs: Path) -> None:
     assert after["history.json"] == before["history.json"] and after["plot.png"] == b"png"
 
 
+def _report_cli(sweep: Path, limit: int) -> subprocess.CompletedProcess:
+    """``python -m analysis.report SWEEP --quiet`` in a process whose files cannot grow past ``limit`` bytes."""
+    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "  # larger files: EFBIG from write(2)
+            "from analysis.report import main; sys.exit(main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", code, str(sweep), "--quiet"], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+
+
+def test_a_full_disk_while_run_json_is_written_exits_5_without_a_traceback(tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path)
+    before = _old_report(sweep)
+    res = _report_cli(sweep, 200)
+    assert res.returncode == 5, res.stderr[-2000:]
+    assert "writing into the sweep failed" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert _snapshot(sweep / "report") == before
+
+
 def test_the_cli_exits_5_with_the_reason_and_keeps_the_old_report(tmp_path: Path) -> None:
     sweep = _sweep(tmp_path)
     before = _old_report(sweep)
-    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000)); "  # files above 2 kB: EFBIG from write(2)
-            "from analysis.report import main; sys.exit(main(sys.argv[1:]))")
-    res = subprocess.run([sys.executable, "-c", code, str(sweep), "--quiet"], cwd=REPO, capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    res = _report_cli(sweep, 8000)  # each run.json fits; the report's files do not
     assert res.returncode == 5, res.stderr[-2000:]
     assert "was not replaced" in res.stderr and "Traceback" not in res.stderr
     assert _snapshot(sweep / "report") == before

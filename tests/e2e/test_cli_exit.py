@@ -50,7 +50,7 @@ def test_cprofile_writes_a_profile_of_the_report(tmp_path: Path, env: dict[str, 
     assert (tmp_path / "r" / "summary.json").exists()
     # from the argument parser to the last file written (CPython 3.12.1's profiler can leave out the frames that
     # were on the stack when a caught exception unwound below them, main() among them: the test names leaves)
-    assert {"analysis/report.py:_parser", "analysis/render.py:to_html", "contracts/atomic.py:write_json"} <= \
+    assert {"analysis/report.py:_parser", "analysis/render.py:to_html", "contracts/atomic.py:write_bytes"} <= \
         _functions(prof)
 
 

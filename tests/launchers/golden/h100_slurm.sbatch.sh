@@ -10,7 +10,7 @@
 #SBATCH --gpus-per-node=8
 #SBATCH --job-name=moe.a2a.ovl1.dw0.r0.a1
 #SBATCH --nodes=2
-#SBATCH --ntasks-per-node=8
+#SBATCH --ntasks-per-node=1
 #SBATCH --open-mode=append
 #SBATCH --output=/results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/sbatch_moe.a2a.ovl1.dw0.r0.a1_%j.out
 #SBATCH --partition=batch
@@ -38,11 +38,13 @@ export NCCL_GRAPH_REGISTER=0
 export TORCH_NCCL_AVOID_RECORD_STREAMS=1
 export TORCH_NCCL_HIGH_PRIORITY=1
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+export LOGLEVEL=INFO
+rdzv_port=$((20000 + SLURM_JOB_ID % 12000))
 
 
 # Command 1
 
-srun --output /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/log-moe.a2a.ovl1.dw0.r0.a1_%j_${SLURM_RESTART_COUNT:-0}.out --container-image nvcr.io#nvidia/nemo:26.04 --container-mounts /lustre:/lustre,/results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1:/nemo_run --container-workdir /nemo_run/code --container-env CUDA_DEVICE_MAX_CONNECTIONS,NCCL_NVLS_ENABLE,NCCL_GRAPH_REGISTER,TORCH_NCCL_AVOID_RECORD_STREAMS,TORCH_NCCL_HIGH_PRIORITY,PYTORCH_CUDA_ALLOC_CONF --wait=60 --kill-on-bad-exit=1 env python -m experiments.train /nemo_run/code/variants/a2a.ovl1.dw0/variant.json /nemo_run/out --attempt 1 --mode validate
+srun --output /results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1/log-moe.a2a.ovl1.dw0.r0.a1_%j_${SLURM_RESTART_COUNT:-0}.out --container-image nvcr.io#nvidia/nemo:26.04 --container-mounts /lustre:/lustre,/results/isolation/20261129-160000Z-a1b2c3/.nemorun_home/experiments/sweep/sweep_s1/a2a.ovl1.dw0.r0.a1:/nemo_run --container-workdir /nemo_run/code --container-env CUDA_DEVICE_MAX_CONNECTIONS,NCCL_NVLS_ENABLE,NCCL_GRAPH_REGISTER,TORCH_NCCL_AVOID_RECORD_STREAMS,TORCH_NCCL_HIGH_PRIORITY,PYTORCH_CUDA_ALLOC_CONF --wait=60 --kill-on-bad-exit=1 torchrun --rdzv-backend c10d --rdzv-endpoint $head_node_ip:${rdzv_port} --rdzv-id 1 --nnodes 2 --nproc-per-node 8 --node-rank $SLURM_NODEID --tee 3 -m experiments.train /nemo_run/code/variants/a2a.ovl1.dw0/variant.json /nemo_run/out --attempt 1 --mode validate
 
 exitcode=$?
 
