@@ -172,7 +172,9 @@ def is_sweep_folder(path: Path) -> bool:
     return path.is_dir() and SweepDir(path).manifest.is_file()
 
 
-def _sweep_info(manifest: Manifest) -> dict[str, Any]:
+def _sweep_info(manifest: Manifest, runs: list[RunResult] | tuple[RunResult, ...] = ()) -> dict[str, Any]:
+    """summary.json ``sweep``; a gated variant's ``status`` in ``gates`` is what its runs came out as once it ran
+    (``validated``, ``ok``, ...), else its plan status (``gated``, ``skipped``, ``pruned``)."""
     info = {k: getattr(manifest, k) for k in ("sweep_id", "name", "git_sha", "created", "model", "cluster")}
     info["container"] = manifest.container if isinstance(manifest.container, dict) else {}
     # what the report shows of the plan, so that a validate-only or gated sweep explains itself: the mode, the plan's warnings (each once), the stages
@@ -180,7 +182,12 @@ def _sweep_info(manifest: Manifest) -> dict[str, Any]:
     info["mode"] = manifest.mode
     info["warnings"] = list(dict.fromkeys(manifest.warnings))
     info["stages"] = [s.to_json() for s in manifest.stages]
-    info["gates"] = [{"variant": v.name, "stage": v.variant.stage, "gate": v.variant.gate, "status": str(v.status),
+    outcomes: dict[str, list[str]] = {}
+    for r in runs:
+        outcomes.setdefault(r.variant, []).append(str(r.status))
+    info["gates"] = [{"variant": v.name, "stage": v.variant.stage, "gate": v.variant.gate,
+                      "status": ", ".join(dict.fromkeys(outcomes[v.name])) if outcomes.get(v.name) and v.attempts
+                      else str(v.status),
                       "reason": "; ".join(r for r in v.variant.reasons if r.startswith("gate ")) or None}
                      for v in manifest.variants if v.variant.gate]
     return info
@@ -273,7 +280,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
 
     bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
     gpu_time = fixed_cost.total(costs)
-    return Summary(_sweep_info(manifest), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
+    return Summary(_sweep_info(manifest, runs), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
                    tuple(drift(runs)), design_doc, gpu_time.to_json() if gpu_time else None, bound)
 
 

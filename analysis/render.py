@@ -58,7 +58,11 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
                                  f"{sw.get('cluster')}, git {sw.get('git_sha')}, created {sw.get('created')}"))
     said = meaning(code) if summary.ran else "no kept run ran (none was submitted, or every one was cancelled), so " \
         "there is nothing to judge"
+    if summary.after and code != summary.analysis_exit_code:
+        said += f" (the analysis alone: exit code {summary.analysis_exit_code})"
     blocks.append(Block("p", f"Exit code {code}: {said}."))
+    blocks.extend(Block("p", f"After the analysis, the {a.step} step (exit code {a.exit_code}): {a.text}")
+                  for a in summary.after)
     blocks.extend(plan_blocks(sw))
     blocks.extend(reference_blocks(summary))
     blocks.extend(block_design_blocks(summary))
@@ -219,7 +223,12 @@ def block_design_blocks(summary: Summary) -> list[Block]:
     d = summary.design or {}
     if d:
         out.append(Block("h2", "Blocks"))
-        out.append(Block("p", f"{len(d.get('blocks') or [])} block(s), repeats={d.get('repeats')}, seed {d.get('seed')}"
+        blocks = d.get("blocks") or []
+        gated = {g["variant"] for g in (summary.sweep or {}).get("gates") or ()}
+        opened = sum(1 for b in blocks if gated & set(b.get("order") or ()))
+        count = (f"{len(blocks)} block(s): {len(blocks) - opened} for the stages open at plan time, {opened} for the "
+                 "arms of a gate that opened" if opened else f"{len(blocks)} block(s)")
+        out.append(Block("p", f"{count}, repeats={d.get('repeats')}, seed {d.get('seed')}"
                               f" ({d.get('seed_source')}), control={d.get('control')}, practical threshold "
                               f"±{100 * float(d.get('practical_threshold') or 0):.1f}%, method {d.get('method')}. "
                               "Each block runs every arm once in a recorded random order; speedups are ratios "
@@ -281,7 +290,8 @@ def plan_blocks(sw: dict) -> list[Block]:
         if stages:
             out.append(Block("p", stages))
         out.append(Block("table", headers=("variant", "stage", "status", "decision"), rows=tuple(
-            (g["variant"], str(g["stage"]), g["status"], g.get("reason") or "gate not evaluated yet")
+            (g["variant"], str(g["stage"]), g["status"], g.get("reason") or (
+                "pruned at plan time: no gate decides it" if g["status"] == "pruned" else "gate not evaluated yet"))
             for g in sw["gates"])))
     return out
 

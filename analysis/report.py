@@ -4,7 +4,8 @@ A PATH is a sweep folder (report to ``<sweep>/report/`` unless ``--out``) or log
 to ``--out``, default ``./report``). Writes summary.json, report.md, report.html and the PNG plots, each atomically.
 
 Exit codes (CONTRACTS §5): 0 every kept run good; 3 a run failed / incomplete / insufficient / invalid; 4 no bad
-run but a slower verdict or a loss divergence; 2 usage error (missing path, unknown baseline, bad option); 1 bug.
+run but a slower verdict or a loss divergence; 2 usage error (missing path, unknown baseline, bad option, ``--out``
+naming a file, a sweep folder that cannot be written without ``--out``; nothing is written); 1 bug.
 
 A thin CLI over the Python API, :mod:`analysis.api`. Only ``--out`` (or, without it, ``<sweep>/report/``) is
 written: with ``--out`` a sweep folder is read only, so a colleague's read-only sweep can be analysed.
@@ -13,6 +14,7 @@ written: with ``--out`` a sweep folder is read only, so a colleague's read-only 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +48,27 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_out(out: Path | None, sweeps: list[Path]) -> None:
+    """Where the report goes must be a folder this process can write, before anything is analysed or written.
+
+    Raises:
+        UsageError: ``--out`` names a file; or, without ``--out``, a sweep folder (or its ``report/``) is not
+            writable (a colleague's sweep, a read-only mount): the message names it and the fix, ``--out DIR``.
+    """
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out} is a file, not a folder: name a folder for the report (it is created), "
+                             "or remove the file")
+        return
+    for s in sweeps:
+        for folder in (s, s / "report"):
+            if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+                raise UsageError(f"{folder} is not writable (read-only file system or permissions), and without "
+                                 f"--out the report and each attempt's run.json are written into the sweep "
+                                 f"folder; pass --out DIR to write the report elsewhere (the sweep is then only "
+                                 f"read)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The CLI; returns the exit code (CONTRACTS §5) instead of exiting, so the sweep can call it in-process."""
     parser = _parser()
@@ -66,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--out needs a single sweep folder")
         if sweeps and args.baseline:
             raise UsageError("--baseline is for loose log files; a sweep's baseline comes from its manifest")
+        _check_out(args.out, sweeps)
         jobs = ([(analyze_sweep(s, options=options, write_run_json=args.out is None), args.out or s / "report")
                  for s in sweeps] if sweeps
                 else [(analyze_files(paths, baseline=args.baseline, options=options), args.out or Path("report"))])

@@ -375,8 +375,25 @@ class BackendRate:
 
 
 @dataclass(frozen=True)
+class LaterStep:
+    """A step the sweep ran after the analysis (``step``: ``"history"``) with its exit code (CONTRACTS §5) and what
+    it did, in one sentence; it joins the summary's exit code, so that the files say what the process exits with."""
+
+    step: str
+    exit_code: int
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "exit_code": int(self.exit_code), "text": self.text}
+
+
+@dataclass(frozen=True)
 class Summary:
-    """The whole analysis of a sweep or of loose logs: ``summary.json`` (schema_version 1, CONTRACTS §7)."""
+    """The whole analysis of a sweep or of loose logs: ``summary.json`` (schema_version 1, CONTRACTS §7).
+
+    ``after``: the steps the sweep ran after this analysis (the nightly history); :attr:`exit_code` is the
+    analysis' own code combined with theirs (3 > 5 > 4 > 2 > 1 > 130 > 0), :attr:`analysis_exit_code` the
+    analysis' alone."""
 
     sweep: dict[str, Any] | None
     runs: tuple[RunResult, ...]
@@ -387,6 +404,7 @@ class Summary:
     design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
     gpu_time: dict[str, Any] | None = None  # analysis/fixed_cost.py GpuTime: every attempt's held time and steps
     bound: BoundReport | None = None  # analysis/bound.py: MFU, all-to-all bandwidth, overlap ceiling, published row
+    after: tuple[LaterStep, ...] = ()
 
     @property
     def ran(self) -> bool:
@@ -395,6 +413,13 @@ class Summary:
 
     @property
     def exit_code(self) -> int:
+        """The sweep's exit code: :attr:`analysis_exit_code` combined with the later steps' (class docstring)."""
+        from contracts.exits import combine
+
+        return int(combine(self.analysis_exit_code, *(s.exit_code for s in self.after)))
+
+    @property
+    def analysis_exit_code(self) -> int:
         """CONTRACTS §5: 3 when a kept run is failed/incomplete/insufficient/invalid/cancelled, or when no kept run
         ran at all (an empty or cancelled night is never good), else 4 when a comparison is slower or its loss
         diverged, else 0 (pruned and skipped runs are not kept runs)."""
@@ -414,6 +439,8 @@ class Summary:
             "backends": [b.to_json() for b in self.backends],
             "notes": list(self.notes),
             "exit_code": self.exit_code,
+            "analysis_exit_code": self.analysis_exit_code,
+            "after": [a.to_json() for a in self.after],
             "drift": [dict(d) for d in self.drift],
             "design": self.design,
             "noise_floor": self.noise_floor,
@@ -447,6 +474,7 @@ class Summary:
             design=d.get("design"),
             gpu_time=d.get("gpu_time"),
             bound=_bound_from_json(d.get("bound")),
+            after=tuple(LaterStep(str(a["step"]), int(a["exit_code"]), str(a["text"])) for a in d.get("after") or ()),
         )
 
 

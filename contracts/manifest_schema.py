@@ -21,6 +21,9 @@ _TOP = {"sweep_id": str, "name": str, "created": str, "mode": str, "model": str,
         "config": dict, "container": dict, "warnings": list, "overrides": list, "stages": list, "runs": list,
         "variants": list, "design": dict, "blocks": list}
 _KIND = {str: "a string", dict: "an object", list: "a list", int: "an integer"}
+# what every planner-written manifest has: without them a sweep is not one (a manifest without ``variants`` would
+# show an empty table and claim a good sweep)
+REQUIRED = ("sweep_id", "name", "variants")
 
 
 def _bad(where: str, key: str, value: Any, want: str) -> ManifestError:
@@ -55,8 +58,13 @@ def check_shape(data: dict[str, Any], where: str) -> None:
     """Check the types of the manifest's fields, its variant names and its attempts' paths.
 
     Raises:
-        ManifestError: names the key path (``variants[2].attempts[0].log_dir``) and the bad value.
+        ManifestError: names the key path (``variants[2].attempts[0].log_dir``) and the bad value, or the missing
+            required key (:data:`REQUIRED`).
     """
+    missing = [k for k in REQUIRED if data.get(k) is None]
+    if missing:
+        raise ManifestError(f"{where}: has no {', '.join(missing)} (every manifest the planner writes has "
+                            f"{', '.join(REQUIRED)}); restore the manifest from a backup, or plan a new sweep")
     for key, tp in _TOP.items():
         if key in data and data[key] is not None:
             _typed(where, key, data[key], tp)

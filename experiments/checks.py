@@ -156,6 +156,19 @@ def check_train_gpus(mode: str, executor: str, local_gpus: int) -> None:
                           "GPU cluster such as cluster=h100_slurm")
 
 
+def check_secret_env(cluster: Any, environ: dict[str, str] | None = None) -> str | None:
+    """The ``cluster.secret_env`` names set neither in this environment nor in ``cluster.env_vars``: their jobs
+    would run without them (sbatch exports only what the submitting shell has, launchers/envvars.py). A plan-time
+    warning that names them, or None when every name is set."""
+    env = os.environ if environ is None else environ
+    unset = [n for n in cluster.secret_env if n not in env and n not in (cluster.env_vars or {})]
+    if not unset:
+        return None
+    return (f"cluster.secret_env names {', '.join(unset)}, not set in this environment: the jobs will run without "
+            f"{'it' if len(unset) == 1 else 'them'}. Export {'it' if len(unset) == 1 else 'them'} in the shell that "
+            "submits (a resume takes them from its own shell), or drop the name from cluster.secret_env")
+
+
 def check_secret_values(cluster: Any, environ: dict[str, str] | None = None) -> None:
     """Every secret value a job gets (``cluster.env_vars`` under a secret name, and the ``cluster.secret_env``
     names set in this environment) must be one that masking can replace safely: at least 8 characters and not a

@@ -37,6 +37,7 @@ from experiments.blocks import (
 from experiments.checks import (
     check_all,
     check_git,
+    check_secret_env,
     check_secret_values,
     check_train_gpus,
     check_warmup,
@@ -200,9 +201,9 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     out = Path(settings.output_dir) if settings.output_dir else Path(settings.results_root) / exp.preset.name / sweep_id
     check_writable(out)
     sha, dirty = git_state()
-    git_note = check_git(settings, cluster.executor, dirty)
+    notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster)) if n)
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
-                hours, sha, dirty, blocks, design, (git_note,) if git_note else (), bound)
+                hours, sha, dirty, blocks, design, notes, bound)
 
 
 def _apply_bound(exp: Expansion, settings: SweepSettings, cfg: dict[str, Any]) -> tuple[Expansion, dict[str, Any]]:

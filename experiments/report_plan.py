@@ -34,8 +34,8 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
         headers, rows = _grouped(exp.variants)
         title += f"  ({len(exp.variants)} variants in {len(rows)} rows; each variant: manifest.json)"
     console.print(table(headers, rows, width=console.width, title=title))
-    for w in exp.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+    for w in (*exp.warnings, *plan.notes):  # the notes: a dirty tree, a secret_env name not set here
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if plan.mode_note:
         console.print(f"[cyan]note:[/] {plan.mode_note}")
     kept = sum(v.status != "pruned" for v in exp.variants)
@@ -46,8 +46,10 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
     if plan.blocks:
         more = " (then one block at a time for undecided arms, up to max_blocks=" + str(d.get("max_blocks")) + ")" \
             if d.get("repeats") == "auto" else ""
+        gated = sum(v.status == "gated" for v in exp.variants)
+        later = f"; the {gated} gated arm(s) get blocks of their own when their gate opens" if gated else ""
         console.print(f"{len(plan.blocks)} block(s){more}, seed {d.get('seed')} ({d.get('seed_source')}), "
-                      f"control={d.get('control')}; block 0: {' -> '.join(plan.blocks[0]['order'])}")
+                      f"control={d.get('control')}; block 0: {' -> '.join(plan.blocks[0]['order'])}{later}")
     if out_dir is not None:
         console.print(f"plan written to {out_dir}")
 

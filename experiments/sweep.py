@@ -38,27 +38,26 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.OK
     from contracts.errors import ContractError
     from experiments.conductor import signals
+    from experiments.conductor.ending import Ended
 
     signals.install()  # SIGTERM and SIGHUP (a closed terminal) stop the conductor as Ctrl-C does (CONTRACTS §5)
     try:
-        rc = int(_dispatch(argv))
+        ended = _dispatch(argv)
     except ContractError as e:  # ConfigError, ManifestError (2); launchers' LaunchError: a bad profile (2) or the
         print(f"error: {e}", file=sys.stderr)  # scheduler/transport failing (5)
-        rc = e.exit_code
+        ended = Ended(e.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        rc = ExitCode.INTERRUPTED
+        ended = Ended(ExitCode.INTERRUPTED)
     finally:
         signals.restore()
-    from contracts.exits import meaning
-
-    print(f"exit code {rc}: {meaning(rc)}", file=sys.stderr)  # once, the code the process exits with
-    return rc
+    print(ended.line(), file=sys.stderr)  # once: the code the process exits with, and what the command did
+    return int(ended.code)
 
 
-def _dispatch(argv: list[str]) -> int:
+def _dispatch(argv: list[str]):  # noqa: ANN202 - experiments.conductor.ending.Ended (imported lazily)
     """Compose the command line once (Hydra's grammar: ``action=status``, ``"action='status'"`` and
-    ``'action="status"'`` are one value) and run the composed action."""
+    ``'action="status"'`` are one value) and run the composed action. Returns its exit code and last line."""
     from experiments import timeline
     from experiments.compose import compose_overrides
     from experiments.settings import SweepSettings
@@ -77,8 +76,11 @@ def _dispatch(argv: list[str]) -> int:
     plan = make_plan(composed)
     timeline.mark("planned")
     if action == "plan":
-        print_plan(plan, write_plan(plan, argv))
-        return ExitCode.OK
+        from experiments.conductor.ending import after_plan
+
+        root = write_plan(plan, argv)
+        print_plan(plan, root)
+        return after_plan(str(root), len(plan.runs))
     from experiments.conductor.actions import run_new
 
     return run_new(plan, argv)

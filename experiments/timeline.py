@@ -8,7 +8,8 @@ The conductor's own overhead (the budget: at most 5 s for a one-run sweep) is me
 runs) drowns. Times are epoch seconds; every derived figure is in seconds:
 
 - ``start``: the process's start (``/proc/self/stat`` field 22 and the boot time of ``/proc/stat``; the import of
-  this module where /proc is missing), so the interpreter's own start-up counts;
+  this module where /proc is missing), so the interpreter's own start-up counts; after a wrapper's set-up
+  (``scripts/sweep.sh``'s install), the moment the wrapper exec'd Python (:func:`command_start`);
 - ``planned``: the plan is composed, expanded and preflighted; ``written``: the sweep folder is written (job.sh
   files included);
 - per run: ``launched`` (the launcher returned: the job's process exists, or Slurm accepted it) and ``ended`` (the
@@ -48,7 +49,34 @@ def process_start() -> float:
         return time.time()
 
 
-_START = process_start()
+EXEC_ENV = "MOE_SWEEP_EXEC"  # "<pid>:<epoch s>": a wrapper's set-up ended then, and it exec'd this process
+
+
+def command_start(environ: dict[str, str] | None = None) -> float:
+    """When this command started: :func:`process_start`, or later when a wrapper exec'd it after its own set-up.
+
+    ``exec`` keeps the process (its pid and its ``/proc`` start time), so ``scripts/sweep.sh``, which installs the
+    environment (``pip install``, minutes on a fresh machine) and then ``exec``s Python, would count the set-up
+    as the conductor's time. The wrapper therefore exports ``MOE_SWEEP_EXEC=<its pid>:<epoch s>`` just before
+    ``exec``; it counts only in the process of that pid (a job or a chained collect that inherits the environment
+    is another process), and it is removed from the environment here, so no child inherits it.
+    """
+    environ = os.environ if environ is None else environ
+    start = process_start()
+    raw = environ.pop(EXEC_ENV, None)
+    if not raw:
+        return start
+    try:
+        pid, at = raw.split(":", 1)
+        when = float(at)
+    except ValueError:
+        return start
+    if not pid.isdigit() or int(pid) != os.getpid():
+        return start
+    return when if start <= when <= time.time() else start
+
+
+_START = command_start()
 _marks: dict[str, float] = {}
 _runs: dict[str, dict[str, float]] = {}
 

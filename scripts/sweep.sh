@@ -6,4 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh megatron
+# exec keeps this process's pid and start time: the conductor's timeline (experiments/timeline.py) starts here,
+# after the set-up above, not when this script started
+export MOE_SWEEP_EXEC="$$:$(date +%s.%N)"
 exec .venv/bin/python -m experiments.sweep "$@"

@@ -284,6 +284,10 @@ def _speedups(comparisons: Any, runs: tuple[RunRecord, ...], where: str) -> tupl
 def _baseline_warnings(sweep: SweepInfo, runs: tuple[RunRecord, ...], speedups: tuple[SpeedupRecord, ...],
                        baselines: set[Any]) -> list[str]:
     names = {r.variant for r in runs if r.role == "baseline"} | {b for b in baselines if b}
+    ran = [r for r in runs if r.status not in ("pruned", "skipped")]
+    if ran and all(r.status == "validated" for r in ran):  # mode=validate: good runs that are never timed
+        return [f"night {sweep.night}: every run validated (mode=validate), so no step time or speedup is timed "
+                "or judged tonight"]
     out = []
     for name in sorted(names):
         mine = [r for r in runs if r.variant == name]
@@ -291,6 +295,6 @@ def _baseline_warnings(sweep: SweepInfo, runs: tuple[RunRecord, ...], speedups: 
             continue
         statuses = ", ".join(f"{r.status}" + (f" ({r.reason})" if r.reason else "") for r in mine) or "no run"
         n = sum(1 for s in speedups if s.baseline == name)
-        out.append(f"night {sweep.night}: baseline {name} has no successful run ({statuses}); "
-                   f"the speedups of its {n} variant(s) are not judged tonight")
+        judged = f"the speedups of its {n} variant(s) are not judged tonight" if n else "no speedup depends on it"
+        out.append(f"night {sweep.night}: baseline {name} has no successful run ({statuses}); {judged}")
     return out

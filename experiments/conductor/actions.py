@@ -13,14 +13,16 @@ from contracts.exits import ExitCode
 from contracts.manifest import Manifest
 from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
+from experiments.conductor.ending import Ended, after_cancel, after_run, after_status, cancelled_by_user
 from experiments.conductor.progress import Display, RunView, read_tail, update_from_log
 
 # experiments.conductor.drive (and through it the analysis, about 0.5 s of imports) and the backends are imported by
 # the actions that use them: ``action=status`` needs neither, and a status is what a user runs most often
 
 
-def run_new(plan, argv: list[str]) -> int:
-    """``action=run`` for a new sweep: write the plan, then submit, track, collect and analyse."""
+def run_new(plan, argv: list[str]) -> Ended:
+    """``action=run`` for a new sweep: write the plan, then submit, track, collect and analyse. Returns the exit
+    code and the last line (:mod:`experiments.conductor.ending`)."""
     from experiments import timeline
     from experiments.conductor.drive import drive
     from experiments.plan import analysis_options, write_plan
@@ -33,7 +35,8 @@ def run_new(plan, argv: list[str]) -> int:
     # the plan's own history URL: the manifest stores its password as *** (CONTRACTS §10)
     history = {"url": plan.cfg["history"]["url"]} if (plan.cfg.get("history") or {}).get("url") else None
     with _lease(sd, "run"):
-        return drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"], history=history)
+        rc = drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"], history=history)
+    return after_run(sd, rc)
 
 
 @contextlib.contextmanager
@@ -47,13 +50,13 @@ def _lease(sd: SweepDir, action: str):  # noqa: ANN202 - a context manager of ex
         yield lease
 
 
-def run_action(action: str, composed: Any) -> int:
+def run_action(action: str, composed: Any) -> Ended:
     """``status``, ``collect``, ``cancel`` for ``sweep_id=``, and ``run`` with an existing id (resume).
 
     ``composed``: the command line as :func:`experiments.compose.compose_overrides` composed it. Settings given on
     it under ``history.`` and ``analysis.`` (:meth:`experiments.compose.Composed.given`) override what the sweep
     was planned with; everything else comes from the manifest. Every value is checked before anything is touched
-    (exit 2).
+    (exit 2). Returns the exit code and the last line (:mod:`experiments.conductor.ending`).
     """
     from experiments.checks import check_settings, check_usage
     from experiments.settings import SweepSettings
@@ -65,15 +68,20 @@ def run_action(action: str, composed: Any) -> int:
     check_settings(settings)
     sd = SweepDir(find_sweep(settings, preset, submitted=action == "collect"))
     if action == "status":
-        return show_status(sd)
+        rc, views = _status(sd)
+        return after_status(sd, rc, ((v.variant, v.repeat, v.attempt, v.state) for v in views if v.attempt))
     m = Manifest.load(sd)
     m.require_complete(sd.root)
+    if settings.sweep_id == "latest":  # never act on a sweep without naming it first
+        print(f"sweep_id=latest is sweep {m.sweep_id} ({sd.root}, created {m.created})", file=sys.stderr)
     if action == "cancel":
         from experiments.conductor.cancel import cancel_sweep
 
-        return cancel_sweep(sd)
+        before = cancelled_by_user(sd)
+        return after_cancel(sd, cancel_sweep(sd), before)
     with _lease(sd, "collect" if action == "collect" else "resume"):
-        return _resume(sd, action, composed, settings)
+        rc = _resume(sd, action, composed, settings)
+    return after_run(sd, rc)
 
 
 def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:
@@ -141,10 +149,16 @@ def show_status(sd: SweepDir) -> int:
     On Slurm the unfinished attempts are asked of the scheduler (one squeue and one sacct call for all of them,
     through the SSH tunnel when the profile has one); locally each job's own records say, read-only
     (:func:`launchers.adopted.state`: finished with its exit code, running while its recorded process runs, else
-    ``lost``; no backend is made: a local backend's ``adopt`` tells a running validate batch to end); iteration and step time come from each attempt's log, the
-    collected copy when there is one, else the job folder (over SSH: fetched from the cluster). Returns 0, or 5
+    ``lost``; no backend is made: a local backend's ``adopt`` tells a running validate batch to end); iteration and
+    step time come from each attempt's log, the collected copy when there is one, else the job folder (over SSH:
+    fetched from the cluster). Returns 0, or 5
     when the scheduler cannot be asked (the table then shows the recorded states).
     """
+    return _status(sd)[0]
+
+
+def _status(sd: SweepDir) -> tuple[int, list[RunView]]:
+    """:func:`show_status`, also returning the rows it showed."""
     from experiments.conductor.backends import make_backend
     from experiments.conductor.lease import read_holder
     from launchers.errors import SchedulerError
@@ -193,7 +207,7 @@ def show_status(sd: SweepDir) -> int:
     if backend is not None:
         backend.close()
     Display(f"sweep {m.sweep_id} ({m.name}, {m.cluster}, mode={m.mode})", static=True).close(views)
-    return rc
+    return rc, views
 
 
 def _files(folder: Path) -> list[Path]:

@@ -24,7 +24,7 @@ from contracts.sweepdir import SweepDir
 from experiments import timeline
 from experiments.blocks import add_blocks, next_block, schedule_new_arms
 from experiments.conductor.accounting import record_attempt_gpu_hours
-from experiments.conductor.analyse import analyse, record_history, show
+from experiments.conductor.analyse import analyse, history_step, rewrite_report, show
 from experiments.conductor.backends import make_backend
 from experiments.conductor.chain import chain_collect
 from experiments.conductor.collect import secret_values
@@ -135,15 +135,16 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
     except OSError as e:
         _disk_error(sd, m.sweep_id, e)
         return ExitCode.INFRA
-    rc = summary.exit_code
     hist = {**(sw.m.config.get("history") or {}), **(history or {})}
-    if hist.get("enabled") and not summary.ran:
-        print("history: not recorded: no kept run ran (none was submitted, or every one was cancelled); an empty "
-              "night is never a good night", file=sys.stderr)
-    elif hist.get("enabled"):
-        rc = combine(rc, record_history(sd, sw.m, hist))
+    if hist.get("enabled"):
+        step = history_step(sd, sw.m, summary, hist)
+        try:  # the report names the history's outcome and carries the exit code the process ends with
+            summary = rewrite_report(sd, summary, step)
+        except OSError as e:
+            _disk_error(sd, m.sweep_id, e)
+            return int(combine(summary.exit_code, step.exit_code, ExitCode.INFRA))
     _record_timeline(sd, "collect" if collect_only else "run")
-    return int(rc)
+    return int(summary.exit_code)
 
 
 def _record_timeline(sd: SweepDir, action: str) -> None:

@@ -330,3 +330,28 @@ def test_failed_run_report_shows_the_causal_chain(tmp_path):
     assert "| traceback | 3 |" in cause and "ValueError" in cause
     assert any(line.startswith("| then | nccl_timeout |") and "10:10:4" in line for line in md.splitlines())
     assert "Causal chain" in (out / "report.html").read_text()
+
+
+def test_a_read_only_sweep_without_out_exits_2_naming_it_and_writes_nothing(sweep, tmp_path, capsys):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(sweep), str(ro)], capture_output=True).returncode:
+        pytest.skip("a read-only bind mount needs root (mount(2)); permissions do not stop root")
+    try:
+        assert main([str(ro)]) == 2
+        err = capsys.readouterr().err
+        assert f"{ro} is not writable" in err and "pass --out DIR" in err and "Traceback" not in err
+        assert not (sweep / "report").exists() and not list(sweep.rglob("run.json"))
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+@pytest.mark.parametrize("kind", ["sweep", "logs"])
+def test_out_naming_an_existing_file_exits_2_and_leaves_it(sweep, tmp_path, capsys, kind):
+    target = tmp_path / "report.txt"
+    target.write_text("mine")
+    src = sweep if kind == "sweep" else sweep / "variants"
+    assert main([str(src), "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {target} is a file, not a folder" in err and "Traceback" not in err
+    assert target.read_text() == "mine" and not list(sweep.rglob("run.json"))

@@ -45,6 +45,9 @@ def _attempt(**change):
     ({"variants": [_attempt(log_dir="variants/other/attempt-1/logs")]}, r"log_dir=.*must be a relative"),
     ({"variants": [_attempt(status="done")]}, r"status='done' must be one of planned"),
     ({"variants": [_attempt(attempt="1")]}, r"attempts\[0\].attempt='1' must be an integer"),
+    ({"variants": None}, r"manifest.json: has no variants \(every manifest the planner writes has sweep_id, name, "
+                         r"variants\)"),
+    ({"sweep_id": None, "name": None}, r"has no sweep_id, name"),
 ])
 def test_a_bad_manifest_fails_at_load_naming_the_value(tmp_path: Path, change: dict, needle: str) -> None:
     with pytest.raises(ManifestError, match=needle) as e:

@@ -110,6 +110,10 @@ def test_cancelled_mid_run_is_cancelled_and_collect_exits_3(tmp_path):
     sid = _m(out)["sweep_id"]
     res = run_sweep([*BASE, "action=cancel", f"sweep_id={sid}", f"output_dir={out}"])
     assert res.returncode == 0, tail(res)
+    assert res.stderr.strip().splitlines()[-1] == f"exit code 0: cancelled 1 run(s) of sweep {sid}; nothing more " \
+        "is launched", tail(res)
+    res = run_sweep([*BASE, "action=status", f"sweep_id={sid}", f"output_dir={out}"])
+    assert "is cancelled: 1 of 1 run(s) cancelled" in res.stderr.strip().splitlines()[-1], tail(res)
     res = run_sweep([*BASE, "action=collect", f"sweep_id={sid}", f"output_dir={out}"])
     assert res.returncode == 3, tail(res)
     (a,) = _variants(out)["a2a.ovl0.dw0"]["attempts"]
@@ -205,6 +209,8 @@ def test_nightly_submits_detached_and_collect_records_history(tmp_path):
             "delay_wgrad=off", f"history.url=sqlite:///{db}", "collect_job=false"]  # collected by hand below
     res = run_sweep(args)
     assert res.returncode == 0, tail(res)
+    last = res.stderr.strip().splitlines()[-1]  # what it did: nothing is judged yet
+    assert last.startswith("exit code 0: detached: 6 run(s) queued in sweep ") and "good" not in last, last
     m = _m(out)
     order = [(r["variant"], r["repeat"]) for r in m["runs"]]
     # interleaved blocks: every arm once per block, in each block's recorded random order
@@ -214,6 +220,8 @@ def test_nightly_submits_detached_and_collect_records_history(tmp_path):
     sid = m["sweep_id"]
     res = run_sweep([*BASE, "action=collect", f"sweep_id={sid}", f"output_dir={out}", f"history.url=sqlite:///{db}"])
     assert res.returncode == 0, tail(res)
+    assert res.stderr.strip().splitlines()[-1] == "exit code 0: every kept run is good"
+    assert "the history step (exit code 0): recorded as series" in (out / "report" / "report.md").read_text()
     v = _variants(out)
     assert all(len(v[n]["attempts"]) == 3 for n in ("a2a.ovl0.dw0", "a2a.ovl1.dw0"))
     # a repeat is a repeat, an attempt a retry: r0-r2 are each attempt 1, in their own folders

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from contracts.sweepdir import SweepDir
 from experiments import timeline
 
@@ -56,3 +58,34 @@ def test_record_starts_the_next_command_afresh(tmp_path):
     timeline.record(tmp_path, "run")
     later = timeline.record(tmp_path, "collect")
     assert later["runs"] == 0 and later["marks"] == {} and later["jobs"] == {}
+
+
+@pytest.mark.slow  # a shell and two interpreters, 2 s of stand-in set-up
+def test_the_timeline_of_scripts_sweep_sh_starts_after_its_set_up(tmp_path):
+    """scripts/sweep.sh installs the environment, then ``exec``s Python, which keeps the shell's process start
+    time: the set-up (a 2 s stand-in for ``pip install`` here, minutes on a fresh machine) must not count as the
+    conductor's time. The script's own text runs, with its set-up line and interpreter replaced."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    probe = ("import json, os, subprocess, sys; from experiments import timeline; "
+             "child = subprocess.run([sys.executable, '-c', 'import os; from experiments import timeline; "
+             "print(timeline._START - timeline.process_start())'], capture_output=True, text=True, "
+             "env={**os.environ, 'MOE_SWEEP_EXEC': '1:1'}).stdout; "
+             "print(json.dumps({'start': timeline._START, 'process': timeline.process_start(), "
+             "'left': os.environ.get('MOE_SWEEP_EXEC'), 'child': float(child)}))")
+    text = (repo / "scripts" / "sweep.sh").read_text()
+    assert "bash scripts/setup.sh megatron" in text and "exec .venv/bin/python -m experiments.sweep" in text
+    script = (text.replace('cd "$(dirname "$0")/.."', f"cd {repo}")
+              .replace("bash scripts/setup.sh megatron", "sleep 2")
+              .replace('exec .venv/bin/python -m experiments.sweep "$@"', f'exec {sys.executable} -c "$PROBE"'))
+    (tmp_path / "sweep.sh").write_text(script)
+    out = subprocess.run(["bash", str(tmp_path / "sweep.sh")], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(repo), "PROBE": probe}, timeout=120).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["start"] - got["process"] >= 1.5, got  # the 2 s set-up is before the command's start
+    assert got["left"] is None  # removed: no child inherits it
+    assert abs(got["child"]) < 0.5, got  # another pid's mark is ignored

@@ -39,8 +39,8 @@ def test_conductor_history_step_keeps_exit_4_with_two_series_recorded(tmp_path, 
     for d in mine[:-1]:
         record_summary(sqlite_url, d)
     sd = SweepDir(mine[-1])
-    rc = record_history(sd, None, {"enabled": True, "url": sqlite_url})
-    assert rc == 4  # the regression, not "usage or config error"
+    rc, said = record_history(sd, None, {"enabled": True, "url": sqlite_url})
+    assert rc == 4 and "a regression was flagged" in said  # the regression, not "usage or config error"
     page = sd.history_html.read_text()
     for series in THREE:  # a section per series
         assert f"id='series-{series.slug}'" in page, series
