@@ -10,6 +10,7 @@ from experiments.sweep import main
 
 
 def test_a_plan_of_a_dirty_tree_prints_the_warning_it_records(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # a wide console: rich folds a long line on a narrow one
     monkeypatch.setattr(plan_mod, "git_state", lambda *a: ("0123abc", True))  # uncommitted changes, as git says
     out = tmp_path / "s"
     assert main(["action=plan", "cluster=local_slurm", f"output_dir={out}"]) == 0
@@ -19,6 +20,7 @@ def test_a_plan_of_a_dirty_tree_prints_the_warning_it_records(tmp_path, capsys, 
 
 
 def test_a_secret_env_name_set_nowhere_is_named_at_plan_time(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # a wide console: rich folds a long line on a narrow one
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     out = tmp_path / "s"
     assert main(["action=plan", f"output_dir={out}", "cluster.secret_env=[NOT_SET_ANYWHERE]"]) == 0
