@@ -190,3 +190,23 @@ def test_secret_over_ssh_needs_the_opt_in(tmp_path, laptop, monkeypatch):
         if p.is_file():
             assert value.encode() not in p.read_bytes(), p
     assert "WANDB_API_KEY" in (allowed / "variants" / VARIANT / "attempt-1" / "job.sh").read_text()
+
+
+@pytest.mark.slow
+def test_cancel_over_ssh_stops_the_queued_job(tmp_path, laptop):
+    """action=cancel of a detached sweep from another shell: scancel goes through the tunnel (the local scheduler
+    commands are traps) and the job ends CANCELLED on the cluster."""
+    out = tmp_path / "s"
+    res = run_sweep(_args(out, laptop, KEY, "detach=true", "payload.hold_s=300", "payload.hold_at=start"))
+    assert res.returncode == 0, tail(res)
+    job = _attempt(out)["job_id"]
+    sid = json.loads((out / "manifest.json").read_text())["sweep_id"]
+    res = run_sweep(_args(out, laptop, KEY, "action=cancel", f"sweep_id={sid}"))
+    assert res.returncode == 0, tail(res)
+    assert f"stopped {VARIANT}.r0.a1 (job {job}" in res.stdout and "cancelled 1 unfinished run(s)" in res.stdout, \
+        tail(res)
+    assert _attempt(out)["status"] == "cancelled"
+    env = {**os.environ, "PATH": os.environ["PATH"].split(":", 1)[1]}  # the real sacct, not the trap
+    state = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"], capture_output=True, text=True,
+                           env=env).stdout.strip()
+    assert state.startswith("CANCELLED"), state
