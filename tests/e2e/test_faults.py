@@ -77,7 +77,9 @@ def _digest(folder: Path, skip: str = "\0") -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and not str(p.relative_to(folder)).startswith(skip)}
 
 
-def _wait_jobs_running(out: Path, n: int, timeout_s: float = 120) -> list[str]:
+def _wait_jobs_running(out: Path, n: int, timeout_s: float = 600) -> list[str]:
+    """The first ``n`` running jobs of the sweep in ``out`` ("id|name"); the local cluster is shared by the other
+    Slurm tests, so a job may wait minutes in the queue first (the queue is shown when it never starts)."""
     home = str(out.resolve()) + "/"
     end = time.time() + timeout_s
     while time.time() < end:
@@ -86,7 +88,8 @@ def _wait_jobs_running(out: Path, n: int, timeout_s: float = 120) -> list[str]:
         if len(running) >= n:
             return [f"{r[0]}|{r[3]}" for r in running]
         time.sleep(1)
-    raise AssertionError(f"{n} job(s) of {out} did not run within {timeout_s} s")
+    queue = subprocess.run(["squeue", "-o", "%i %j %T %R"], capture_output=True, text=True).stdout
+    raise AssertionError(f"{n} job(s) of {out} did not run within {timeout_s} s; the queue:\n{queue}")
 
 
 @pytest.mark.megatron

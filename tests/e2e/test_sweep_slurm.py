@@ -38,7 +38,7 @@ def _digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def _wait_running(job_id: str, timeout_s: float = 120) -> None:
+def _wait_running(job_id: str, timeout_s: float = 600) -> None:
     end = time.time() + timeout_s
     while time.time() < end:
         st = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout
