@@ -77,19 +77,25 @@ def check_cancel(sw: Any) -> None:
         raise CancelRequested(r.describe())
 
 
-def stop_for_cancel(sw: Any, r: Request) -> int:
-    """The conductor's side: cancel every unfinished run of ``sw`` on its backend, mark it cancelled, collect
-    what it left. Returns how many runs were cancelled."""
+def cancel_runs(sw: Any, refs: list[RunRef], flag: str) -> None:
+    """Cancel ``refs`` of ``sw`` (a tracking.Sweep) on its backend, mark each ``cancelled`` with ``flag``, collect
+    what each left, and write the manifest once."""
     from experiments.conductor.collect import collect
 
-    refs = sw.m.refs(UNFINISHED)
     for ref in refs:
         sw.backend.cancel(ref)
-        sw.writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"])
+        sw.writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=[flag])
         if ref.task in sw.views:
             sw.views[ref.task].state = "cancelled"
         sw.writer.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
     sw.writer.commit()
+
+
+def stop_for_cancel(sw: Any, r: Request) -> int:
+    """The conductor's side: cancel every unfinished run of ``sw`` on its backend, mark it cancelled, collect
+    what it left. Returns how many runs were cancelled."""
+    refs = sw.m.refs(UNFINISHED)
+    cancel_runs(sw, refs, "cancelled_by_user")
     print(f"cancelled by {r.describe()}: stopped {len(refs)} run(s); nothing more is launched", file=sys.stderr)
     return len(refs)
 

@@ -22,7 +22,7 @@ from contracts.records import RunRef
 from contracts.statuses import ManifestStatus, Mode
 from contracts.sweepdir import SweepDir
 from experiments import timeline
-from experiments.conductor.cancel import check_cancel, request, stop_for_cancel
+from experiments.conductor.cancel import cancel_runs, check_cancel, request, stop_for_cancel
 from experiments.conductor.collect import collect, write_script
 from experiments.conductor.progress import Display, RunView, median_step_ms, read_tail, update_from_log
 from experiments.conductor.recover import Outage, SubmitError, adopt_unrecorded, fault
@@ -297,13 +297,8 @@ def interrupt(sw: Sweep) -> None:
     m = sw.m
     local = (m.cluster_config.get("executor") or "local") == "local"
     if local:
-        for ref in m.refs({ManifestStatus.SUBMITTED, ManifestStatus.RUNNING, ManifestStatus.PLANNED}):
-            sw.backend.cancel(ref)
-            sw.writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["interrupted"])
-            if ref.task in sw.views:
-                sw.views[ref.task].state = "cancelled"
-            sw.writer.adjust(ref.variant, collect(sw.sd, sw.backend, ref, sw.secrets))
-        sw.writer.commit()
+        cancel_runs(sw, m.refs({ManifestStatus.SUBMITTED, ManifestStatus.RUNNING, ManifestStatus.PLANNED}),
+                    "interrupted")
     where = "cancelled the local runs" if local else (
         f"detached; the jobs go on. Finish later with: python -m experiments.sweep action=collect "
         f"sweep_id={m.sweep_id} output_dir={sw.sd.root}")
