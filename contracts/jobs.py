@@ -21,7 +21,7 @@ class JobHandle:
     packed allocation (``pack=true``), else None; ``host_dir``: the job folder on the cluster over an SSH tunnel
     (empty on a login node); ``script``: the text submitted (job.sh), when this process submitted it; ``pid`` and
     ``pid_start``: a local job's process (the leader of its session) and its start time in clock ticks since boot
-    (:mod:`launchers.procs`), so that a later process can tell whether it still runs and stop it.
+    (:mod:`contracts.procfs`), so that a later process can tell whether it still runs and stop it.
     """
 
     task: str

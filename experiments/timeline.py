@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contracts import procfs
 from contracts.atomic import write_json
 from contracts.sweepdir import SweepDir
 
@@ -37,16 +38,11 @@ SCHEMA_VERSION = 1
 
 
 def process_start() -> float:
-    """Epoch seconds at which this process started (Linux /proc); the first import of this module elsewhere."""
-    try:
-        stat = Path("/proc/self/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22 (starttime), after the ") " of the comm
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                     if line.startswith("btime "))
-        start = btime + ticks / os.sysconf("SC_CLK_TCK")
-        return start if 0 <= time.time() - start < 86400 * 365 else time.time()
-    except (OSError, ValueError, IndexError, StopIteration):
-        return time.time()
+    """Epoch seconds at which this process started (:mod:`contracts.procfs`), now where /proc cannot tell or the
+    answer is not plausible (in the future, or over a year ago)."""
+    ticks = procfs.process_start("self")
+    start = procfs.epoch_of(ticks) if ticks is not None else None
+    return start if start is not None and 0 <= time.time() - start < 86400 * 365 else time.time()
 
 
 EXEC_ENV = "MOE_SWEEP_EXEC"  # "<pid>:<epoch s>": a wrapper's set-up ended then, and it exec'd this process

@@ -2,7 +2,7 @@
 
 A local job runs in a session of its own (torchx's local scheduler starts it with ``start_new_session=True``), so
 it outlives its conductor and goes on writing its logs. The conductor records the job's process (pid and start
-time, :mod:`launchers.procs`) and folder with its job id; a later process reads the job's state from them:
+time, :mod:`contracts.procfs`) and folder with its job id; a later process reads the job's state from them:
 
 - an exit record says how it ended: a validate batch's ``exit.json`` for the run (:mod:`launchers.validate_batch`),
   else the payload's last line ``[payload] exit <code>`` in the job's logs (:mod:`experiments.payload.cli`);
@@ -21,7 +21,8 @@ import re
 from pathlib import Path
 
 from contracts.jobs import JobHandle, JobState
-from launchers.procs import process_alive, stop_group
+from contracts.procfs import process_alive
+from launchers.procs import stop_group
 
 EXIT_LINE = re.compile(rb"\[payload\] exit (-?\d+)")
 TAIL_BYTES = 65536  # the end of a log read for the exit line (it is the payload's last line)

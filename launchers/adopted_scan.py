@@ -11,30 +11,23 @@ leader on this host whose command line names the folder (the job's ``out/`` or t
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from contracts.jobs import JobHandle
+from contracts.procfs import cmdline, pids, process_start, read_stat
 from contracts.records import RunRef
-from launchers.procs import process_start
 
 
 def _leaders() -> dict[int, list[str]]:
     """Session leaders of this host (pid == session id) and their command lines."""
     out: dict[int, list[str]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    for pid in pids():
+        st = read_stat(pid)
+        if st is None or st.state == "Z" or st.sid != pid:
             continue
-        pid = int(entry.name)
-        try:
-            stat = open(f"/proc/{pid}/stat").read()
-            fields = stat[stat.rfind(")") + 2:].split()
-            if fields[0] == "Z" or int(fields[3]) != pid:
-                continue
-            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except (OSError, ValueError, IndexError):
-            continue
-        out[pid] = [a.decode(errors="replace") for a in argv if a]
+        argv = cmdline(pid)
+        if argv is not None:
+            out[pid] = argv
     return out
 
 

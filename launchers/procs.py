@@ -1,9 +1,5 @@
-"""Processes of this host by pid, for jobs whose conductor died (docs/CONTRACTS.md §4): is a recorded process
-still the one recorded, and stop it.
-
-A pid alone can be reused once its process is gone, so a process is recorded with its start time, field 22 of
-``/proc/<pid>/stat`` (clock ticks since boot, proc(5)); the pair names one process for the life of the host. A zombie
-(state ``Z``: exited, not reaped yet) counts as gone.
+"""Stop a recorded local process group, and find a dead conductor's leftover ``sbatch`` processes
+(docs/CONTRACTS.md §4). Processes are read through the one ``/proc`` reader, :mod:`contracts.procfs`.
 """
 
 from __future__ import annotations
@@ -11,34 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
-
-def _stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (field 3 first), or None when there is none."""
-    try:
-        text = open(f"/proc/{int(pid)}/stat").read()
-    except (OSError, ValueError):
-        return None
-    return text[text.rfind(")") + 2:].split()  # the command name (field 2) may hold spaces and parentheses
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22), None when it is gone."""
-    fields = _stat(pid)
-    try:
-        return int(fields[19]) if fields else None
-    except (IndexError, ValueError):
-        return None
-
-
-def process_alive(pid: int | None, start: int | None = None) -> bool:
-    """True when ``pid`` runs (not a zombie) and, if ``start`` is given, is the process that started then."""
-    if not pid or pid <= 0:
-        return False
-    fields = _stat(pid)
-    if not fields or fields[0] == "Z":
-        return False
-    return start is None or process_start(pid) == start
+from contracts.procfs import environ, pids, process_alive, read_stat
 
 
 def stop_group(pid: int, start: int | None, grace_s: float = 5.0) -> bool:
@@ -65,38 +36,58 @@ def stop_group(pid: int, start: int | None, grace_s: float = 5.0) -> bool:
 
 
 SUBMITTER_ENV = "MOE_SWEEP_SUBMITTING"
-"""Set, for the duration of a submission, to the sweep's NeMo-Run folder: every sbatch the submission starts
-inherits it through its environment, so a later conductor can tell a dead conductor's sbatch that still runs."""
+"""Set, for the duration of a submission, to :func:`submitter_marker`: the conductor's pid, start time (clock ticks)
+and session id, and the sweep's NeMo-Run folder. Every sbatch the submission starts inherits it; so does every
+process of a job that sbatch queues (sbatch's default ``--export=ALL``), so the variable alone does not tell a
+leftover sbatch from a running job: :func:`submitters` also asks what the process is and who started it."""
+
+SBATCH_COMM = "sbatch"  # the executable's name in /proc/<pid>/stat field 2 (Slurm's client, any version)
 
 
 def submitter_marker(state_dir: str | os.PathLike[str]) -> str:
-    """The :data:`SUBMITTER_ENV` value of a sweep: its NeMo-Run folder, resolved (one per sweep)."""
-    return os.path.realpath(state_dir)
+    """The :data:`SUBMITTER_ENV` value this process gives its sbatch children:
+    ``<pid>:<start ticks>:<session id>:<resolved NeMo-Run folder>``."""
+    me = read_stat("self")
+    if me is None:  # no /proc: nothing will find leftovers either
+        return f"0:0:0:{os.path.realpath(state_dir)}"
+    return f"{me.pid}:{me.start}:{me.sid}:{os.path.realpath(state_dir)}"
 
 
-def submitters(marker: str) -> list[int]:
-    """Pids of this host's processes (other than this one) whose environment holds ``SUBMITTER_ENV=marker``: the
-    sbatch children of a conductor that died while it submitted (they outlive it and may still queue a job)."""
-    needle = f"{SUBMITTER_ENV}={marker}".encode()
+def submitters(state_dir: str | os.PathLike[str]) -> list[int]:
+    """Pids of the leftover sbatch processes of the sweep whose NeMo-Run folder is ``state_dir``: processes of
+    this host that are an ``sbatch`` (:data:`SBATCH_COMM`), carry this sweep's :data:`SUBMITTER_ENV`, were started
+    by the conductor the marker names (in its session, after it started) and outlive it (that conductor is dead).
+
+    A job's processes inherit the marker too, but they are not sbatch, and slurmstepd starts them in sessions of
+    their own; a live conductor's sbatch is its own business. So a resume or a cancel never waits for, nor kills,
+    the sweep's running jobs on this host (the local Slurm, a one-node workstation)."""
+    folder = os.path.realpath(state_dir)
     found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for pid in pids():
+        if pid == os.getpid():
+            continue
+        st = read_stat(pid)
+        if st is None or st.comm != SBATCH_COMM or st.state == "Z":
+            continue
+        value = (environ(pid) or {}).get(SUBMITTER_ENV, "")
+        parts = value.split(":", 3)
+        if len(parts) != 4 or Path(parts[3]) != Path(folder):
             continue
         try:
-            with open(f"/proc/{entry.name}/environ", "rb") as f:
-                env = f.read()
-        except OSError:  # gone, or another user's
+            cpid, cstart, csid = int(parts[0]), int(parts[1]), int(parts[2])
+        except ValueError:
             continue
-        if needle in env.split(b"\0") and process_alive(int(entry.name)):
-            found.append(int(entry.name))
+        if st.sid != csid or st.start < cstart or process_alive(cpid, cstart):
+            continue
+        found.append(pid)
     return found
 
 
-def wait_for_submitters(marker: str, timeout_s: float) -> list[int]:
+def wait_for_submitters(state_dir: str | os.PathLike[str], timeout_s: float) -> list[int]:
     """Wait, ``timeout_s`` seconds at most, until no process of :func:`submitters` runs; those still running then
     are killed (an sbatch that hangs that long gets no answer from the controller). Returns the pids waited for, so
     the caller can say so. Only then can a look-up by job name trust that nothing more will be queued."""
-    waited = submitters(marker)
+    waited = submitters(state_dir)
     end = time.monotonic() + timeout_s
     left = waited
     while left and time.monotonic() < end:

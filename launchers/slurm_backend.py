@@ -83,10 +83,10 @@ class SlurmBackend:
 
         if self.remote or self.pack or not refs:  # packed steps share one allocation's name: not looked up
             return {}
-        from launchers.procs import submitter_marker, wait_for_submitters
+        from launchers.procs import wait_for_submitters
 
         # a dead conductor's sbatch may still be running: it would queue its job after the look-up below
-        waited = wait_for_submitters(submitter_marker(self.sweep_dir / "nemo_run"), SUBMITTER_WAIT_S)
+        waited = wait_for_submitters(self.sweep_dir / "nemo_run", SUBMITTER_WAIT_S)
         if waited:
             print(f"note: waited for {len(waited)} sbatch process(es) of the conductor that stopped (pids "
                   f"{', '.join(map(str, waited))}) before looking its jobs up", file=sys.stderr)

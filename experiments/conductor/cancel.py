@@ -28,10 +28,10 @@ from typing import Any
 from contracts.atomic import write_json
 from contracts.exits import ExitCode
 from contracts.manifest import Manifest, ManifestWriter, now_iso
+from contracts.procfs import process_alive, process_start
 from contracts.records import RunRef
 from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
-from launchers.procs import process_alive, process_start
 
 REQUEST_FILE = "cancel.json"
 CANCEL_WAIT_S = 120.0  # s the cancelling command waits for the conductor to stop and free the lease

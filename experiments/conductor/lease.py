@@ -29,8 +29,8 @@ from typing import Any
 
 from contracts.errors import ContractError
 from contracts.manifest import now_iso
+from contracts.procfs import process_alive, process_start
 from contracts.sweepdir import SweepDir
-from launchers.procs import process_alive, process_start
 
 LEASE_FILE = "conductor.lease"
 ACTIONS = ("run", "resume", "collect", "cancel")

@@ -21,22 +21,17 @@ import os
 import time
 from pathlib import Path
 
+from contracts import procfs
 from experiments.payload.runtime_info import rank, say
 
 PHASES = ("launcher_start", "start", "imported", "checked", "initialized", "trained", "exit")
 
 
 def process_start(pid: int | str = "self") -> float | None:
-    """Epoch seconds at which process ``pid`` started (Linux: ``/proc/<pid>/stat`` field 22 and the boot time in
-    ``/proc/stat``); None where that cannot be read."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                     if line.startswith("btime "))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
+    """Epoch seconds at which process ``pid`` started (:mod:`contracts.procfs`: ``/proc/<pid>/stat`` field 22 and
+    the boot time); None where that cannot be read."""
+    ticks = procfs.process_start(pid)
+    return procfs.epoch_of(ticks) if ticks is not None else None
 
 
 def _parent_is_torchrun() -> bool:

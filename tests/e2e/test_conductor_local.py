@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.procs import process_alive
+from contracts.procfs import process_alive
 from tests.e2e.cli import run_sweep, spawn_sweep, tail
 
 pytestmark = [pytest.mark.megatron, pytest.mark.slow]

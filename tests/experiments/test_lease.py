@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from contracts.procfs import process_start
 from contracts.sweepdir import SweepDir
 from experiments.conductor import signals
 from experiments.conductor.lease import LEASE_FILE, Holder, LeaseHeld, acquire, read_holder
-from launchers.procs import process_start
 
 REPO = Path(__file__).resolve().parents[2]
 HOLD = ("import sys, time; from contracts.sweepdir import SweepDir; from experiments.conductor.lease import acquire;"

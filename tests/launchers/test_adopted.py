@@ -7,8 +7,8 @@ import json
 import subprocess
 
 from contracts.jobs import JobHandle
+from contracts.procfs import process_alive, process_start
 from launchers import adopted
-from launchers.procs import process_alive, process_start
 
 
 def _job(tmp_path, text: str | None) -> JobHandle:

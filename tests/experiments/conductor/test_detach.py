@@ -139,9 +139,9 @@ def test_status_of_a_local_sweep_reads_each_jobs_own_records(tmp_path, monkeypat
     import subprocess
 
     from contracts.manifest import ManifestWriter
+    from contracts.procfs import process_start
     from experiments.conductor import actions
     from experiments.conductor.progress import Display
-    from launchers.procs import process_start
 
     root = _plan(tmp_path, "cluster=local", "mode=validate")
     sd = SweepDir(root)
