@@ -37,11 +37,17 @@ class Backend(Protocol):
     ``enforce_time_limit``: the conductor must enforce ``cluster.time_limit`` itself (Slurm does it there).
     ``detaches``: the jobs go on when the conductor exits, and another process can track them (Slurm); a local job
     belongs to the process that started it, so a local sweep always runs in the foreground.
+    ``batch_validate``: validate-mode runs go to one process that checks them block after block (the local backend
+    in validate mode; the conductor then launches every queued run at once and polls more often).
+    ``chains_collect``: the backend can queue the sweep's collect behind its jobs (:meth:`submit_collect`) and
+    cancel that job (:meth:`cancel_jobs`); where False, neither is called.
     """
 
     max_concurrent: int | None
     enforce_time_limit: bool
     detaches: bool
+    batch_validate: bool
+    chains_collect: bool
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobHandle]: ...
 
@@ -53,7 +59,22 @@ class Backend(Protocol):
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]: ...
 
-    def cancel(self, ref: RunRef) -> None: ...
+    def cancel(self, ref: RunRef) -> None:
+        """Stop this one run (a suspected hang, the local time limit); a later run of its allocation may start."""
+        ...
+
+    def stop(self, refs: list[RunRef]) -> None:
+        """Stop ``refs`` for good (``action=cancel``, Ctrl-C): none of them runs after this, even one queued in an
+        allocation shared with others (``pack=true``: the whole allocation is cancelled)."""
+        ...
+
+    def submit_collect(self, sweep_id: str, after: list[str]) -> JobHandle:
+        """Queue the sweep's collect behind the jobs ``after`` (only where :attr:`chains_collect`)."""
+        ...
+
+    def cancel_jobs(self, job_ids: list[str]) -> None:
+        """Cancel jobs of the sweep that are no run of it (its chained collect; only where :attr:`chains_collect`)."""
+        ...
 
     def log_files(self, ref: RunRef) -> list[Path]: ...
 
@@ -101,6 +122,7 @@ class LocalBackend:
     max_concurrent = 1
     enforce_time_limit = True
     detaches = False
+    chains_collect = False
 
     def __init__(self, sweep_dir: Path, cluster: ClusterConfig, gpus: int, title: str, hold_s: float = 0) -> None:
         self.sweep_dir = Path(sweep_dir).resolve()
@@ -295,6 +317,24 @@ class LocalBackend:
             return
         batch = self._batch_of.get(ref.task)
         self._cancel_key(self._batch_key[id(batch)] if batch is not None else ref.task)
+
+    def stop(self, refs: list[RunRef]) -> None:
+        """Each local run is a process group of its own: stopping them one by one stops them all."""
+        for ref in refs:
+            self.cancel(ref)
+
+    def submit_collect(self, sweep_id: str, after: list[str]) -> JobHandle:
+        """A local sweep runs in the foreground and queues no collect job (:attr:`chains_collect` is False).
+
+        Raises:
+            LaunchConfigError: always.
+        """
+        from launchers.errors import LaunchConfigError
+
+        raise LaunchConfigError("a local sweep queues no collect job: it collects in the foreground")
+
+    def cancel_jobs(self, job_ids: list[str]) -> None:
+        """A local sweep queues no job besides its runs: nothing to cancel."""
 
     def _cancel_key(self, key: str) -> None:
         exp = self._exps.get(key)

@@ -59,7 +59,9 @@ def submitters(state_dir: str | os.PathLike[str]) -> list[int]:
     by the conductor the marker names (in its session, after it started) and outlive it (that conductor is dead).
 
     A job's processes inherit the marker too, but they are not sbatch, and slurmstepd starts them in sessions of
-    their own; a live conductor's sbatch is its own business. So a resume or a cancel never waits for, nor kills,
+    their own; a live conductor's sbatch is its own business. NeMo-Run's local tunnel runs sbatch through
+    invoke's ``Local`` runner, a ``Popen(shell=True)`` without a new session (invoke 2.2.1 ``runners.py`` line 1337,
+    ``pty=False``), so the conductor's sbatch stays in its session. So a resume or a cancel never waits for, nor kills,
     the sweep's running jobs on this host (the local Slurm, a one-node workstation)."""
     folder = os.path.realpath(state_dir)
     found = []

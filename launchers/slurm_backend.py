@@ -36,6 +36,8 @@ class SlurmBackend:
     max_concurrent = None
     enforce_time_limit = False
     detaches = True
+    batch_validate = False
+    chains_collect = True
 
     def __init__(self, sweep_dir: Path, cluster: ClusterConfig, *, title: str, repo: Path, allow_dirty: bool = False,
                  pack: bool = False, hold_s: float = 0) -> None:
@@ -210,6 +212,19 @@ class SlurmBackend:
             cancel_packed_run(sub.job_id, sub.pack_step, self._shell())
         elif sub is not None:
             cancel([sub.job_id], self._shell())
+
+    def stop(self, refs: list[RunRef]) -> None:
+        """``scancel`` the jobs of ``refs``, each once: with ``pack=true`` the whole allocation holding them, so that
+        no later run of it starts (cancelling only the running step would let the next one start).
+
+        Raises:
+            SchedulerError: scancel failed for another reason than an unknown or finished job.
+        """
+        from launchers.submit import cancel
+
+        jobs = list(dict.fromkeys(self._subs[r.task].job_id for r in refs if r.task in self._subs))
+        if jobs:
+            cancel(jobs, self._shell())
 
     def log_files(self, ref: RunRef) -> list[Path]:
         """The job's log files on this machine (over SSH: fetched from the cluster first; when the cluster cannot

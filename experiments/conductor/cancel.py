@@ -11,11 +11,17 @@ on every backend (locally its jobs, on Slurm ``scancel``; it does not detach), m
 by its recorded process (:mod:`launchers.adopted`), a Slurm job by ``scancel``, an attempt marked ``submitting``
 after looking its job up first. It prints one line per run it or the conductor stopped, then the count.
 
-A request whose writer is gone (same host, dead) is ignored: a cancel killed half-way never stops a later resume.
+A request is stale, and the conductor that finds it removes it (with a note) instead of stopping, when its writer is
+provably gone: on this host, its pid is dead or reused; on another host (its pid cannot be checked), it was written
+before this conductor took the lease and more than :data:`CANCEL_WAIT_S` seconds ago (the cancelling command waits
+that long for the lease and then exits, leaving the request only for the conductor that held the lease then). So a
+cancel killed half-way, here or on a login node, never stops a later resume. A live request is cleared by hand by
+removing ``<sweep>/cancel.json`` (the exit-130 message names it).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -51,23 +57,61 @@ class Request:
     start: int | None
     since: str
 
-    def live(self) -> bool:
-        """True unless its writer is known gone (same host, pid dead or reused)."""
-        return self.host != socket.gethostname() or process_alive(self.pid, self.start)
+    def stale(self, lease_since: str | None, now: dt.datetime | None = None) -> str | None:
+        """Why this request is provably left over (module docstring), or None while it may be live.
+        ``lease_since``: when the conductor reading it took the sweep's lease (ISO 8601 UTC; None: unknown)."""
+        if self.host == socket.gethostname():
+            return None if process_alive(self.pid, self.start) else "its writer has ended"
+        written, taken = _parse_iso(self.since), _parse_iso(lease_since)
+        now = now or dt.datetime.now(dt.UTC)
+        if written is None:
+            return None
+        if taken is not None and written < taken and (now - written).total_seconds() > CANCEL_WAIT_S:
+            return (f"it was written before this conductor took the sweep ({lease_since}) and its writer stopped "
+                    f"waiting {CANCEL_WAIT_S:.0f} s after writing it")
+        return None
 
     def describe(self) -> str:
         return f"action=cancel (pid {self.pid} on {self.host}, {self.since})"
 
 
-def request(sd: SweepDir) -> Request | None:
-    """The live cancel request of the sweep, or None."""
+def _parse_iso(text: str | None) -> dt.datetime | None:
     try:
-        d = json.loads((sd.root / REQUEST_FILE).read_text())
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+
+
+def clear_hint(sd: SweepDir) -> str:
+    """How to clear a request by hand (printed where a request stopped a conductor)."""
+    return (f"a request left by a command that died can be cleared by removing {sd.root / REQUEST_FILE} "
+            f"(a new conductor clears one itself once it is {CANCEL_WAIT_S:.0f} s old)")
+
+
+def request(sd: SweepDir) -> Request | None:
+    """The live cancel request of the sweep, or None. A stale one (:meth:`Request.stale`, judged against the lease
+    holder's ``since``: the conductor reading it holds the lease) is removed here, with a note on stderr."""
+    from experiments.conductor.lease import read_holder
+
+    path = sd.root / REQUEST_FILE
+    try:
+        text = path.read_text()
+        d = json.loads(text)
         r = Request(str(d["host"]), int(d["pid"]), None if d.get("start") is None else int(d["start"]),
                     str(d["since"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return r if r.live() else None
+    holder = read_holder(sd)
+    why = r.stale(holder.since if holder else None)
+    if why is None:
+        return r
+    try:
+        if path.read_text() == text:  # not replaced by a newer request meanwhile
+            path.unlink()
+            print(f"note: removed the cancel request of {r.describe()}: {why}", file=sys.stderr)
+    except OSError:
+        pass
+    return None
 
 
 def check_cancel(sw: Any) -> None:
@@ -82,8 +126,8 @@ def cancel_runs(sw: Any, refs: list[RunRef], flag: str) -> None:
     what each left, and write the manifest once."""
     from experiments.conductor.collect import collect
 
+    sw.backend.stop(refs)  # for good: a packed allocation whole, so no later run of it starts
     for ref in refs:
-        sw.backend.cancel(ref)
         sw.writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=[flag])
         if ref.task in sw.views:
             sw.views[ref.task].state = "cancelled"
@@ -96,7 +140,8 @@ def stop_for_cancel(sw: Any, r: Request) -> int:
     what it left. Returns how many runs were cancelled."""
     refs = sw.m.refs(UNFINISHED)
     cancel_runs(sw, refs, "cancelled_by_user")
-    print(f"cancelled by {r.describe()}: stopped {len(refs)} run(s); nothing more is launched", file=sys.stderr)
+    print(f"cancelled by {r.describe()}: stopped {len(refs)} run(s); nothing more is launched; "
+          f"{clear_hint(sw.sd)}", file=sys.stderr)
     return len(refs)
 
 
@@ -109,14 +154,13 @@ def _cancel_collect_job(sd: SweepDir, backend: Any) -> str | None:
     """Cancel the sweep's chained collect job (``collect_job.json``, :mod:`experiments.conductor.chain`) once its
     runs are cancelled: it would otherwise start when they end and collect a cancelled sweep. Returns its job id,
     or None when there is none (or the backend has no such job)."""
-    cancel_jobs = getattr(backend, "cancel_jobs", None)
+    if not backend.chains_collect:
+        return None
     try:
         job_id = str(json.loads(sd.collect_job.read_text())["job_id"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if cancel_jobs is None:
-        return None
-    cancel_jobs([job_id])
+    backend.cancel_jobs([job_id])
     return job_id
 
 
@@ -160,8 +204,7 @@ def cancel_sweep(sd: SweepDir) -> int:
                 refs = m.refs(UNFINISHED)
                 for r in refs:
                     was.setdefault(r.task, _describe(m, r))
-                for ref in refs:
-                    backend.cancel(ref)
+                backend.stop(refs)
                 chained = _cancel_collect_job(sd, backend) if refs else None
             finally:
                 backend.close()

@@ -37,12 +37,11 @@ def chain_collect(sw: Sweep) -> str | None:
     how = f"python -m experiments.sweep action=collect sweep_id={m.sweep_id} output_dir={sw.sd.root}"
     if not bool(getattr(sw.settings, "collect_job", True)):
         return None
-    submit = getattr(sw.backend, "submit_collect", None)
     after = run_job_ids(m)
-    if submit is None or not after:
+    if not sw.backend.chains_collect or not after:
         return None
     try:
-        handle = submit(m.sweep_id, after)
+        handle = sw.backend.submit_collect(m.sweep_id, after)
     except LaunchError as e:  # SchedulerError and LaunchConfigError: the runs stay queued
         print(f"warning: the collect job was not queued ({e}); collect with: {how}", file=sys.stderr)
         return None

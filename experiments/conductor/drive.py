@@ -70,7 +70,7 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
            history: dict[str, Any] | None) -> int:
     sd, m = sw.sd, sw.m
     detach = bool(settings.detach)
-    if detach and not getattr(sw.backend, "detaches", False):
+    if detach and not sw.backend.detaches:
         # a local job belongs to the process that started it: nothing would track or collect it after an exit
         print("note: the local executor never detaches (CONTRACTS §1); running in the foreground", file=sys.stderr)
         detach = False

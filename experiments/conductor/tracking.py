@@ -106,7 +106,7 @@ def track(sw: Sweep, runs: list[tuple[str, int]], detach: bool = False) -> None:
         if queue and len(active) < limit:
             take = queue[: limit - len(active)]
             del queue[: len(take)]
-            if getattr(sw.backend, "batch_validate", False):
+            if sw.backend.batch_validate:
                 # local validate mode: one process checks every run, block after block in the recorded order
                 active += _launch(sw, take, min(stage_of[r.variant] for r in take))
             else:
@@ -142,7 +142,7 @@ def poll_interval(sw: Sweep, polls: int) -> float:
     if sw.backend.enforce_time_limit:  # the local backend (the conductor enforces its time limit)
         # a local validate batch is polled through its runs' exit files (NeMo-Run is asked at most every 2 s,
         # launchers.backend.SHARED_POLL_S), so its polls stay short: a finished run is seen within 0.4 s
-        cap = VALIDATE_POLL_CAP_S if getattr(sw.backend, "batch_validate", False) else sw.settings.poll_s
+        cap = VALIDATE_POLL_CAP_S if sw.backend.batch_validate else sw.settings.poll_s
         return min(sw.settings.poll_s, cap, 0.1 * 2 ** min(polls - 1, 10))
     return sw.settings.poll_s
 

@@ -129,6 +129,38 @@ def test_sigkill_between_submit_and_manifest_write_then_resume(tmp_path):
     assert_nothing_lost(out)
 
 
+def _job_states(out: Path) -> dict[str, str]:
+    """Slurm job name -> State (sacct) of this sweep's jobs."""
+    home = str(out.resolve()) + "/"
+    rows = subprocess.run(["sacct", "-X", "-n", "-P", "-S", "now-2hours", "-o", "JobName,State,SubmitLine"],
+                          capture_output=True, text=True).stdout.splitlines()
+    return {r.split("|")[0]: r.split("|")[1] for r in rows if home in r}
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_resume_after_a_kill_past_submit_leaves_the_running_jobs_on_this_host_alone(tmp_path):
+    """The local Slurm runs the jobs on this host, and every process of a job inherits the submitter marker (sbatch
+    exports the environment): the resume must neither wait for them nor kill them."""
+    out = tmp_path / "s"
+    p = spawn_sweep([*BASE, f"output_dir={out}", "payload.hold_s=45"], MOE_SWEEP_FAULT="after_submit")
+    assert p.wait(timeout=300) == -9, p.communicate()
+    _wait_jobs_running(out, 2)
+    sid = _m(out)["sweep_id"]
+    t0 = time.time()
+    res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", "action=run", f"sweep_id={sid}",
+                     f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
+    assert "sbatch process(es)" not in res.stderr, tail(res)  # it waited for nothing: no sbatch was left
+    assert res.stderr.count("adopted, not resubmitted") == 2, tail(res)
+    assert time.time() - t0 < 300
+    assert set(_job_states(out).values()) == {"COMPLETED"}, _job_states(out)  # not FAILED 0:9
+    atts = _attempts(out)
+    assert all([a["attempt"] for a in v] == [1] and v[0]["status"] == "succeeded" for v in atts.values()), atts
+    assert_nothing_twice(out)
+    assert_nothing_lost(out)
+
+
 @pytest.mark.megatron
 @pytest.mark.slow
 def test_two_resumes_at_once_submit_each_run_once(tmp_path):

@@ -42,7 +42,21 @@ def ctx(dispatcher: str = "alltoall", overlap: bool = True, delay_wgrad: bool = 
 
 class UnscriptedBackend:
     """The :class:`launchers.backend.Backend` methods a scripted test backend leaves as they are: it sleeps between
-    polls and holds nothing to release or close."""
+    polls and holds nothing to release or close; it has no batch validate process and queues no collect job."""
+
+    batch_validate = False
+    chains_collect = False
+    detaches = False
+
+    def stop(self, refs: list) -> None:
+        for ref in refs:
+            self.cancel(ref)
+
+    def submit_collect(self, sweep_id: str, after: list[str]):  # noqa: ANN201 - never called (chains_collect)
+        raise AssertionError("no collect job for a scripted backend")
+
+    def cancel_jobs(self, job_ids: list[str]) -> None:
+        pass
 
     def wait(self, timeout_s: float) -> bool:
         import time

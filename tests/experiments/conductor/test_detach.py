@@ -66,6 +66,7 @@ class Queued(DoneBackend):
     """A Slurm-like backend: jobs stay queued (ids 100, 101, ...); the collect job is recorded, or refused."""
 
     detaches: bool = True
+    chains_collect: bool = True
     refuse: bool = False
     chained: list = field(default_factory=list)
     n: int = 100
