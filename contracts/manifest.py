@@ -12,10 +12,8 @@ stage are in :mod:`contracts.manifest_entries`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any, TypeVar
 
 from contracts.atomic import dumps, write_text
 from contracts.errors import ManifestError, SweepExistsError
+from contracts.locks import LockTimeout, locked
 from contracts.manifest_entries import Attempt, StageEntry, VariantEntry, now_iso, split_extra
 from contracts.manifest_schema import check_shape
 from contracts.records import SCHEMA_VERSION, RunRef
@@ -303,21 +302,9 @@ def lock(sweep: SweepDir, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         ManifestError: the lock was not free within ``timeout_s`` seconds (another writer hangs).
     """
     sweep.root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(sweep.lock, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise ManifestError(f"{sweep.lock} is held by another process for over {timeout_s:.0f} s; "
-                                        "is another sweep command running on this folder?") from None
-                time.sleep(0.05)
-        try:
+        with locked(sweep.lock, timeout_s):
             yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    except LockTimeout:
+        raise ManifestError(f"{sweep.lock} is held by another process for over {timeout_s:.0f} s; "
+                            "is another sweep command running on this folder?") from None

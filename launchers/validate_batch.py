@@ -16,13 +16,13 @@ first stage was analysed) is handed to it with :meth:`ValidateBatch.hand_over` i
 
 from __future__ import annotations
 
-import fcntl
 import json
 import sys
 from pathlib import Path
 
 from contracts.atomic import write_json
 from contracts.jobs import JobState
+from contracts.locks import locked
 from contracts.records import RunRef
 from contracts.sweepdir import SweepDir
 from launchers.spec import JobCommand
@@ -68,8 +68,7 @@ class ValidateBatch:
         """Give ``refs`` to the running process as ``more-<n>.json``; False when it has closed (it waited
         ``FOLLOW_IDLE_S`` or was ended): then the caller starts a new batch. Under the batch's lock."""
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with locked(self.root / "lock"):
             if (self.root / "closed").exists() or (self.root / "done").exists():
                 return False
             write_json(self.root / f"more-{self.handed + 1}.json", self._entries(refs))

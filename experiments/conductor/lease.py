@@ -18,7 +18,6 @@ Debian's ``lockfile-progs``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.errors import ContractError
+from contracts.locks import open_lock, try_lock, unlock
 from contracts.manifest import now_iso
 from contracts.procfs import process_alive, process_start
 from contracts.sweepdir import SweepDir
@@ -105,8 +105,7 @@ class Lease:
             return
         with contextlib.suppress(OSError):
             os.ftruncate(self.fd, 0)
-        with contextlib.suppress(OSError):
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        unlock(self.fd)
         os.close(self.fd)
         self.fd = -1
 
@@ -130,10 +129,8 @@ def acquire(sd: SweepDir, action: str) -> Lease:
     path = lease_path(sd)
     note = None
     for _ in range(5):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        fd = open_lock(path)
+        if not try_lock(fd):
             holder = _settled(fd)
             os.close(fd)
             if holder is not None and holder.dead():

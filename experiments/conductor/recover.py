@@ -70,12 +70,3 @@ def adopt_unrecorded(sw: Any, refs: list[RunRef]) -> list[RunRef]:
               file=sys.stderr)
     sw.writer.commit()
     return [r for r in orphans if r.task in found]
-
-
-def fault(point: str) -> None:
-    """Fault injection for tests/e2e/test_faults.py only: ``MOE_SWEEP_FAULT=<point>`` SIGKILLs this process there."""
-    import os
-    import signal
-
-    if os.environ.get("MOE_SWEEP_FAULT") == point:
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -25,7 +25,7 @@ from experiments import timeline
 from experiments.conductor.cancel import cancel_runs, check_cancel, request, stop_for_cancel
 from experiments.conductor.collect import collect, write_script
 from experiments.conductor.progress import Display, RunView, median_step_ms, read_tail, update_from_log
-from experiments.conductor.recover import Outage, SubmitError, adopt_unrecorded, fault
+from experiments.conductor.recover import Outage, SubmitError, adopt_unrecorded
 from experiments.conductor.signals import deferred
 from launchers.backend import Backend
 
@@ -164,7 +164,6 @@ def _launch_recorded(sw: Sweep, batch: list[RunRef], stage: int) -> list[RunRef]
     timeline.mark("launching")  # the first launch: NeMo-Run's import (once) and the executor follow
     try:
         launched = sw.backend.launch(batch, sw.mode, stage)
-        fault("after_submit")
     except ConfigError:
         raise
     except Exception as e:  # a refused submission: nothing of it is left queued (launchers.submit)

@@ -16,7 +16,7 @@ last: the run is finished once it exists). Holds (``hold_s``) are not supported 
 stage opened after the first one was analysed), so that one process validates every run of a local validate sweep
 and the libraries are imported once per sweep. The launcher hands it more runs as ``more-<n>.json`` (n = 1, 2,
 ...) next to RUNS_JSON and ends it with a ``done`` file. After ``IDLE_S`` seconds (s) without either, it writes
-``closed`` and exits. The ``lock`` file (``fcntl.flock``) orders the two sides: the launcher writes a
+``closed`` and exits. The ``lock`` file (:func:`contracts.locks.locked`) orders the two sides: the launcher writes a
 ``more-<n>.json`` only while holding it and only when ``closed`` is absent, and this process writes ``closed`` only
 while holding it and only when no ``more-<n>.json`` is waiting, so a handed-over run is never lost
 (:class:`launchers.validate_batch.ValidateBatch`).
@@ -27,7 +27,6 @@ Exit code: 0 when every run exited 0, else the first nonzero run exit code; 10 f
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import sys
 import time
@@ -35,6 +34,7 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
+from contracts.locks import locked
 from experiments.payload import errors, runtime_info
 from experiments.payload.effective import write_atomic
 from experiments.payload.errors import BridgeMissing, PayloadError
@@ -125,8 +125,7 @@ def _next_file(root: Path, n: int, idle_s: float) -> Path | None:
         if (root / "done").exists():
             return None
         if time.monotonic() >= deadline:
-            with open(root / "lock", "a+") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with locked(root / "lock"):
                 if more.exists():
                     return more
                 write_atomic(root / "closed", {"after_idle_s": idle_s})

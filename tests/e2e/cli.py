@@ -36,6 +36,12 @@ def spawn_sweep(args: list[str], **env: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def spawn_faulty_sweep(point: str, args: list[str], **env: str) -> subprocess.Popen[str]:
+    """:func:`spawn_sweep` through ``tests/e2e/faulty_sweep.py``: the same CLI, SIGKILLed at fault ``point``."""
+    return subprocess.Popen([sys.executable, "-m", "tests.e2e.faulty_sweep", point, *args], cwd=REPO,
+                            env={**os.environ, **env}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def tail(res: subprocess.CompletedProcess[str], chars: int = 3000) -> str:
     """The end of a finished CLI's stderr and stdout, for an assertion message."""
     return f"exit {res.returncode}\nstderr: {res.stderr[-chars:]}\nstdout: {res.stdout[-chars:]}"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from experiments.sweep import main
-from tests.e2e.cli import REPO, run_sweep, spawn_sweep, tail
+from tests.e2e.cli import REPO, run_sweep, spawn_faulty_sweep, spawn_sweep, tail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_cluster")]
 # megatron where a job validates its run: the payload imports Megatron-Core inside the Slurm job
@@ -113,7 +113,7 @@ def test_two_sweeps_racing_for_one_folder(tmp_path):
 @pytest.mark.slow
 def test_sigkill_between_submit_and_manifest_write_then_resume(tmp_path):
     out = tmp_path / "s"
-    p = spawn_sweep([*BASE, f"output_dir={out}"], MOE_SWEEP_FAULT="after_submit")
+    p = spawn_faulty_sweep("after_submit", [*BASE, f"output_dir={out}"])
     assert p.wait(timeout=300) == -9, p.communicate()
     atts = _attempts(out)
     assert all(a["status"] == "planned" and a.get("submitting") and not a.get("job_id")
@@ -143,7 +143,7 @@ def test_resume_after_a_kill_past_submit_leaves_the_running_jobs_on_this_host_al
     """The local Slurm runs the jobs on this host, and every process of a job inherits the submitter marker (sbatch
     exports the environment): the resume must neither wait for them nor kill them."""
     out = tmp_path / "s"
-    p = spawn_sweep([*BASE, f"output_dir={out}", "payload.hold_s=45"], MOE_SWEEP_FAULT="after_submit")
+    p = spawn_faulty_sweep("after_submit", [*BASE, f"output_dir={out}", "payload.hold_s=45"])
     assert p.wait(timeout=300) == -9, p.communicate()
     _wait_jobs_running(out, 2)
     sid = _m(out)["sweep_id"]
