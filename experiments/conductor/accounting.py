@@ -1,5 +1,5 @@
-"""GPU-hours each run of a Slurm sweep really used, from ``sacct`` (:mod:`launchers.accounting`), for the history
-and the report.
+"""GPU-hours each run of a Slurm sweep really used, from ``sacct`` (:mod:`launchers.accounting`, asked once per
+attempt by :func:`record_attempt_gpu_hours`), for the report and, summed per run, the history.
 
 Per (variant, repeat): the sum over all its attempts' jobs (a retried run cost every attempt) of elapsed x
 allocated GPUs. A job shared by several runs (``pack=true``: one allocation per block) is split evenly between the
@@ -18,49 +18,30 @@ from contracts.statuses import FINAL_STATUSES
 from launchers.errors import LaunchError
 
 
-def accounted_gpu_hours(m: Manifest) -> tuple[dict[tuple[str, int], tuple[float | None, str]], str | None]:
-    """(variant, repeat) -> (GPU-hours or None, where from / why not), and a warning when sacct could not be asked.
-
-    Never raises for the scheduler's sake: a failed sacct call leaves every run without a figure, with the reason.
-    """
-    cluster = ClusterConfig.from_json(m.cluster_config)
-    if cluster.executor != "slurm":
-        return {}, None
-    jobs: dict[tuple[str, int], list[str]] = {}
+def accounted_gpu_hours(m: Manifest) -> dict[tuple[str, int], tuple[float | None, str]]:
+    """(variant, repeat) -> (GPU-hours or None, where from / why not), for the history: the sum of what each
+    attempt of the run already recorded (``gpu_hours_accounted``, written by :func:`record_attempt_gpu_hours`, the
+    one ``sacct`` pass; a packed job already split between its runs). Asks nothing of the scheduler. Local sweeps
+    give an empty map (the history keeps the estimate only)."""
+    if ClusterConfig.from_json(m.cluster_config).executor != "slurm":
+        return {}
+    attempts: dict[tuple[str, int], list[Any]] = {}
     for v in m.variants:
         for a in v.attempts:
             if a.job_id:
-                jobs.setdefault((v.name, a.repeat), []).append(str(a.job_id))
-    if not jobs:
-        return {}, None
-    from launchers.accounting import job_usage
-    from launchers.shell import close_shell, shell_for
-
-    shell = None
-    try:
-        shell = shell_for(cluster)
-        usage = job_usage([j for ids in jobs.values() for j in ids], shell)
-    except LaunchError as e:
-        why = f"sacct could not be asked: {e}"
-        return {k: (None, why) for k in jobs}, f"GPU-hours from accounting not recorded: {why}"
-    finally:
-        close_shell(shell)
-    shared = Counter(j for ids in jobs.values() for j in set(ids))
+                attempts.setdefault((v.name, a.repeat), []).append(a)
     out: dict[tuple[str, int], tuple[float | None, str]] = {}
-    for key, ids in jobs.items():
-        known = [j for j in ids if j in usage]
-        missing = [j for j in ids if j not in usage]
+    for key, atts in attempts.items():
+        known = [a for a in atts if a.get("gpu_hours_accounted") is not None]
+        missing = [str(a.job_id) for a in atts if a.get("gpu_hours_accounted") is None]
         if not known:
-            out[key] = (None, f"sacct knows none of job(s) {', '.join(ids)}")
+            out[key] = (None, f"sacct had no record of job(s) {', '.join(missing)} when the sweep was collected")
             continue
-        hours = sum(usage[j].gpu_hours / shared[j] for j in known)
-        note = "sacct job(s) " + ", ".join(f"{j} ({usage[j].elapsed_s} s x {usage[j].gpus} GPU"
-                                           + (f", shared by {shared[j]} runs" if shared[j] > 1 else "") + ")"
-                                           for j in known)
+        note = "; ".join(str(a.get("gpu_hours_note") or f"job {a.job_id}") for a in known)
         if missing:
             note += f"; not in sacct: {', '.join(missing)}"
-        out[key] = (hours, note)
-    return out, None
+        out[key] = (round(sum(float(a.get("gpu_hours_accounted")) for a in known), 6), note)
+    return out
 
 
 def record_attempt_gpu_hours(sw: Any) -> None:

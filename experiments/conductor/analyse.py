@@ -78,8 +78,9 @@ def rewrite_report(sd: SweepDir, summary: Summary, step: LaterStep) -> Summary:
 def record_history(sd: SweepDir, m: Manifest | None, hist: dict[str, Any]) -> tuple[int, str]:
     """Record the analysed sweep in the history database, judge tonight within its series, write
     ``report/history.json`` + ``report/history.html``, alert (``history.notify``) and export (``history.mlflow``)
-    through :func:`analysis.history.nightly.nightly_step`. On Slurm each run's GPU-hours are first asked of
-    ``sacct`` (:func:`experiments.conductor.accounting.accounted_gpu_hours`) and stored beside the estimate. A
+    through :func:`analysis.history.nightly.nightly_step`. On Slurm each run's GPU-hours, the sum of what its
+    attempts recorded from ``sacct`` (:func:`experiments.conductor.accounting.accounted_gpu_hours`), are stored
+    beside the estimate. A
     password the manifest holds as ``***`` comes from ``PGPASSWORD`` or ``~/.pgpass``
     (:func:`analysis.history.password_from_env`); no console line shows one.
     Returns the step's exit code, 0, 4 (regression), 2 (bad input, nothing recorded) or 5 (database problem), and
@@ -96,9 +97,7 @@ def record_history(sd: SweepDir, m: Manifest | None, hist: dict[str, Any]) -> tu
     if m is not None:
         from experiments.conductor.accounting import accounted_gpu_hours
 
-        accounted, warning = accounted_gpu_hours(m)
-        if warning:
-            print(f"history: warning: {warning}", file=sys.stderr)
+        accounted = accounted_gpu_hours(m)
     out = nightly_step(url, sd.root, hist, accounted=accounted)
     for line in out.lines:
         print(f"history: {line}", file=sys.stderr)

@@ -68,3 +68,23 @@ def test_a_local_sweep_asks_no_sacct_and_shows_the_estimate(tmp_path, monkeypatc
     report_sweep(sd.root, Options())
     runs = json.loads(sd.summary_json.read_text())["runs"]
     assert all(r["gpu_hours"]["accounted"] is None for r in runs if r["gpu_hours"])
+
+
+def test_the_history_sums_what_the_attempts_recorded_and_asks_sacct_nothing(tmp_path, monkeypatch):
+    """One sacct pass (record_attempt_gpu_hours); the history's per-run figure is the sum over the run's attempts."""
+    from experiments.conductor.accounting import accounted_gpu_hours
+
+    sd, writer, refs = _sweep(tmp_path, "local_slurm")
+    retry = writer.change(lambda m: m.variant(refs[1].variant).new_attempt(0).ref(refs[1].variant))
+    writer.set(retry, status="succeeded", job_id="502")
+    writer.commit()
+    monkeypatch.setattr(accounting, "job_usage", lambda ids, shell=None, timeout_s=60: {
+        "500": JobUsage(job_id="500", elapsed_s=180, gpus=2, alloc_tres="gres/gpu=2"),
+        "501": JobUsage(job_id="501", elapsed_s=360, gpus=2, alloc_tres="gres/gpu=2"),
+        "502": JobUsage(job_id="502", elapsed_s=720, gpus=1, alloc_tres="gres/gpu=1")})
+    record_attempt_gpu_hours(SimpleNamespace(m=writer.m, writer=writer))
+    monkeypatch.setattr(accounting, "job_usage", lambda *a, **k: (_ for _ in ()).throw(AssertionError("asked")))
+    got = accounted_gpu_hours(Manifest.load(sd))
+    assert got[(refs[0].variant, 0)][0] == 0.1
+    hours, note = got[(refs[1].variant, 0)]
+    assert hours == 0.4 and "sacct job 501" in note and "sacct job 502" in note  # both attempts of the retried run
