@@ -22,6 +22,7 @@ from pathlib import Path
 
 from contracts.jobs import JobHandle, JobState
 from contracts.procfs import process_alive
+from contracts.statuses import ManifestStatus
 from launchers.procs import stop_group
 
 EXIT_LINE = re.compile(rb"\[payload\] exit (-?\d+)")
@@ -47,7 +48,7 @@ def _tail(path: Path) -> bytes:
 
 def is_batch(handle: JobHandle) -> bool:
     """True for a run of a local validate batch (its folder sits beside the batch's runs.json)."""
-    return bool(handle.job_dir) and (Path(handle.job_dir).parent / "runs.json").exists()
+    return handle.job_dir is not None and bool(handle.job_dir) and (Path(handle.job_dir).parent / "runs.json").exists()
 
 
 def log_files(handle: JobHandle) -> list[Path]:
@@ -82,16 +83,16 @@ def state(handle: JobHandle) -> JobState:
         code = exit_code(handle)
         if code is not None:
             ok = code == 0
-            return JobState("succeeded" if ok else "failed", job_id=handle.job_id,
+            return JobState(ManifestStatus.SUCCEEDED if ok else ManifestStatus.FAILED, job_id=handle.job_id,
                             state="SUCCEEDED" if ok else "FAILED", exit_code=code)
         if attempt == 0 and process_alive(handle.pid, handle.pid_start):
-            return JobState("running", job_id=handle.job_id, state="RUNNING")
+            return JobState(ManifestStatus.RUNNING, job_id=handle.job_id, state="RUNNING")
     why = "no pid recorded" if not handle.pid else f"process {handle.pid} ended"
-    return JobState("lost", job_id=handle.job_id, state="LOST",
+    return JobState(ManifestStatus.LOST, job_id=handle.job_id, state="LOST",
                     reason=f"the job of a conductor that died ended without an exit record ({why})")
 
 
 def cancel(handle: JobHandle) -> bool:
     """Stop the adopted job's process group; True when it was running. A validate batch's process serves every
     run of its batch: the caller cancels each of them, so stopping it once is enough."""
-    return bool(handle.pid) and stop_group(int(handle.pid), handle.pid_start)
+    return handle.pid is not None and handle.pid > 0 and stop_group(handle.pid, handle.pid_start)

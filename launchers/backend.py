@@ -20,6 +20,7 @@ from contracts.cluster import ClusterConfig
 from contracts.jobs import JobHandle, JobState
 from contracts.procfs import process_start
 from contracts.records import RunRef
+from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
 from launchers import adopted
 from launchers.exitwatch import ExitWatch, children
@@ -171,7 +172,7 @@ class LocalBackend:
             handle = self.submit_item(key, batch.command(), f"s{stage}", 0)
             self._pid[key] = (handle.pid, handle.pid_start)
             self._batch_key[id(batch)] = key
-            self._shared_seen[key] = JobState("running", job_id=handle.job_id, state="RUNNING")
+            self._shared_seen[key] = JobState(ManifestStatus.RUNNING, job_id=handle.job_id, state="RUNNING")
             self._shared_at[key] = time.monotonic()
             if live is not None:
                 live.finish()
@@ -300,12 +301,14 @@ class LocalBackend:
     def _job_state(self, key: str) -> JobState:
         exp = self._exps.get(key)
         if exp is None:
-            return JobState("lost", reason="not launched by this process")
+            return JobState(ManifestStatus.LOST, reason="not launched by this process")
         info = (exp.status(return_dict=True) or {}).get(self._tasks[key].name, {})
         app = str(info.get("status", "UNKNOWN")).split()[0].split(".")[-1]
-        status = {"SUCCEEDED": "succeeded", "FAILED": "failed", "CANCELLED": "cancelled",
-                  "RUNNING": "running", "PENDING": "submitted", "SUBMITTED": "submitted"}.get(app, "running")
-        if status in ("succeeded", "failed", "cancelled"):
+        status = {"SUCCEEDED": ManifestStatus.SUCCEEDED, "FAILED": ManifestStatus.FAILED,
+                  "CANCELLED": ManifestStatus.CANCELLED, "RUNNING": ManifestStatus.RUNNING,
+                  "PENDING": ManifestStatus.SUBMITTED, "SUBMITTED": ManifestStatus.SUBMITTED}.get(
+            app, ManifestStatus.RUNNING)
+        if status in (ManifestStatus.SUCCEEDED, ManifestStatus.FAILED, ManifestStatus.CANCELLED):
             self._watch.discard(key)
             self._final.add(key)
         return JobState(status, job_id=exp._id, state=app, exit_code=0 if status == "succeeded" else None)

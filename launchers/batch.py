@@ -199,7 +199,7 @@ def torchrun_across_nodes(run: Any, executor: Any, argv: Sequence[str]) -> Any:
     """
     if len(argv) < 3 or argv[1] != "-m":
         raise LaunchConfigError(f"a multi-node run starts a Python module through torchrun, not {list(argv)!r}")
-    executor.launcher = run.Torchrun(rdzv_id=RDZV_ID, rdzv_port=RDZV_PORT_SHELL)  # type: ignore[arg-type]
+    executor.launcher = run.Torchrun(rdzv_id=RDZV_ID, rdzv_port=RDZV_PORT_SHELL)
     setup = [RDZV_PORT_SETUP]
     if os.path.isabs(argv[0]):  # bare metal: the torchrun next to the job's interpreter (a venv need not be active)
         setup.append(f"export PATH={shlex.quote(os.path.dirname(argv[0]))}:$PATH")

@@ -28,6 +28,7 @@ from typing import Any
 from contracts.cluster import ClusterConfig
 from contracts.jobs import JobState
 from contracts.slurm import format_time_limit, manifest_status
+from contracts.statuses import ManifestStatus
 from launchers.batch import (
     CONTAINER_JOB_ROOT,
     Batch,
@@ -49,11 +50,12 @@ STEP_START_S = 15  # per run: srun start-up and teardown
 
 @dataclass(frozen=True)
 class PackedRun:
-    """One run inside a packed allocation: its step ``name``, ``item``, folder ``run_dir`` on this machine and
-    ``host_run_dir`` on the cluster (the same path on a login node)."""
+    """One run inside a packed allocation: its step ``name``, ``item`` (None where only its state is read:
+    :func:`pack_states`), folder ``run_dir`` on this machine and ``host_run_dir`` on the cluster (the same path on a
+    login node)."""
 
     name: str
-    item: Item
+    item: Item | None
     run_dir: Path
     host_run_dir: str = ""
 
@@ -127,7 +129,10 @@ def pack_batch(run: Any, request: BatchRequest, *, home: Path,
     if not cluster.container_image:
         flags = ["--chdir", f"{host_dir}/code", *flags]
     local_dir = home / "experiments" / title / exp_id / name
-    runs, files, lines, extra_env = [], [], [], {}
+    runs: list[PackedRun] = []
+    files: list[Any] = []
+    lines: list[str] = []
+    extra_env: dict[str, str] = {}
     for i, item in enumerate(items, 1):
         packed = PackedRun(name=item.name, item=item, run_dir=local_dir / "runs" / item.name,
                            host_run_dir=f"{host_dir}/runs/{item.name}")
@@ -180,9 +185,11 @@ def pack_states(job_id: str, runs: Sequence[PackedRun], shell: Shell = local_she
         if r.name in steps:
             out[r.name] = steps[r.name]
         elif alloc is None or not alloc.final:
-            out[r.name] = JobState("submitted", str(job_id), "PENDING", reason="waiting for its turn in the pack")
+            out[r.name] = JobState(ManifestStatus.SUBMITTED, str(job_id), "PENDING",
+                                   reason="waiting for its turn in the pack")
         else:
-            status = alloc.status if alloc.status in ("cancelled", "timeout") else "lost"
+            status = alloc.status if alloc.status in (ManifestStatus.CANCELLED, ManifestStatus.TIMEOUT) \
+                else ManifestStatus.LOST
             out[r.name] = JobState(status, str(job_id), alloc.state, reason="the allocation ended before this run")
     return out
 

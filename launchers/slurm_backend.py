@@ -14,6 +14,7 @@ from typing import Any
 from contracts.cluster import ClusterConfig
 from contracts.jobs import JobHandle, JobState
 from contracts.records import RunRef
+from contracts.statuses import ManifestStatus
 from launchers.backend import run_spec
 from launchers.batch import BatchRequest, batch_label
 from launchers.errors import SchedulerError
@@ -188,7 +189,7 @@ class SlurmBackend:
         for r in refs:
             sub = self._subs.get(r.task)
             if sub is None:
-                out[r.task] = JobState("lost", reason="no job id recorded")
+                out[r.task] = JobState(ManifestStatus.LOST, reason="no job id recorded")
                 continue
             out[r.task] = packed[(sub.job_id, sub.pack_step)] if sub.pack_step else st[sub.job_id]
         return out

@@ -24,6 +24,7 @@ from contracts.atomic import write_json
 from contracts.jobs import JobState
 from contracts.locks import locked
 from contracts.records import RunRef
+from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
 from launchers.spec import JobCommand
 
@@ -94,10 +95,10 @@ class ValidateBatch:
             code = None
         if code is not None:
             ok = code == 0
-            return JobState("succeeded" if ok else "failed", job_id=shared.job_id,
+            return JobState(ManifestStatus.SUCCEEDED if ok else ManifestStatus.FAILED, job_id=shared.job_id,
                             state="SUCCEEDED" if ok else "FAILED", exit_code=0 if ok else None)
         if shared.final:
-            status = "cancelled" if str(shared.status) == "cancelled" else "failed"
+            status = ManifestStatus.CANCELLED if shared.status == ManifestStatus.CANCELLED else ManifestStatus.FAILED
             return JobState(status, job_id=shared.job_id, state=shared.state or "FAILED",
                             reason="the validate batch ended before this run finished")
         return JobState(shared.status, job_id=shared.job_id, state=shared.state)

@@ -16,6 +16,7 @@ source .venv/bin/activate
 [ -f scripts/pg_local/start.sh ] && bash scripts/pg_local/start.sh
 [ -f scripts/chromium/install.sh ] && bash scripts/chromium/install.sh
 [ -f scripts/mlflow_local/install.sh ] && bash scripts/mlflow_local/install.sh
-ruff check experiments launchers analysis tests benchmarks scripts
+ruff check experiments launchers analysis tests benchmarks scripts contracts
+mypy
 exec python -m pytest -q -p no:cacheprovider -m "" -n auto --dist loadgroup --hypothesis-profile=thorough \
   --durations=15 "$@"
