@@ -199,7 +199,10 @@ def _ended_whole(out: Path) -> None:
         if v["status"] == "pruned":
             continue
         assert v["status"] == "planned" and v["attempts"] and v["attempts"][-1]["status"] == "succeeded", v
+        assert [a["attempt"] for a in v["attempts"]] == [1], v  # no run was killed and run again
     assert [s["status"] for s in m["stages"] if s.get("gate")] == ["open"], m["stages"]
+    states = _job_states(out)
+    assert states and set(states.values()) == {"COMPLETED"}, states  # the resume killed none of its jobs
     assert_nothing_twice(out)
     assert_nothing_lost(out)
 
