@@ -22,7 +22,8 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.BUG: "an unexpected internal error (a bug)",
     ExitCode.USAGE: "usage or config error; nothing was written or submitted",
     ExitCode.RUN_FAILED: "a run failed, is incomplete, has too few iterations or is not the variant it claims",
-    ExitCode.REGRESSION: "no failures, but a regression or a loss divergence was flagged",
+    ExitCode.REGRESSION: "no failures, but a regression or a loss divergence was flagged, or the reference gate "
+                         "stopped the arms",
     ExitCode.INFRA: "scheduler or infrastructure error",
     ExitCode.INTERRUPTED: "interrupted",
 }

@@ -28,7 +28,7 @@ from experiments.conductor.analyse import analyse, history_step, rewrite_report,
 from experiments.conductor.backends import make_backend
 from experiments.conductor.chain import chain_collect
 from experiments.conductor.collect import secret_values
-from experiments.conductor.gates import open_gates, undecided
+from experiments.conductor.gates import open_gates, reference_step, undecided
 from experiments.conductor.progress import Display
 from experiments.conductor.recover import SubmitError
 from experiments.conductor.revision import warn_revision
@@ -135,6 +135,14 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
     except OSError as e:
         _disk_error(sd, m.sweep_id, e)
         return ExitCode.INFRA
+    gate = reference_step(sw.m)
+    if gate is not None:  # the arms were stopped: the sweep says so in its exit code and report
+        print(f"reference gate: {gate.text}", file=sys.stderr)
+        try:
+            summary = rewrite_report(sd, summary, gate)
+        except OSError as e:
+            _disk_error(sd, m.sweep_id, e)
+            return int(combine(summary.exit_code, gate.exit_code, ExitCode.INFRA))
     hist = {**(sw.m.config.get("history") or {}), **(history or {})}
     if hist.get("enabled"):
         step = history_step(sd, sw.m, summary, hist)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from analysis.api import Summary
+from analysis.results import LaterStep
+from contracts.exits import ExitCode
 from contracts.manifest import Manifest, ManifestWriter, VariantEntry
 from contracts.statuses import GOOD_OUTCOMES, ManifestStatus, StageStatus, Verdict
 
@@ -141,3 +143,17 @@ def open_gates(writer: ManifestWriter, summary: Summary) -> bool:
     if not undecided(writer.m):
         return False
     return writer.change(change)
+
+
+def reference_step(m: Manifest) -> LaterStep | None:
+    """The sweep's outcome when ``reference_gate`` stopped its arms: exit 4 (CONTRACTS §5: the baseline is more than
+    the tolerance below NVIDIA's published figure, a regression against the reference), with the arms it skipped
+    and why, as a step after the analysis (so the report carries the exit code). None when no arm was skipped by
+    it."""
+    skipped = {v.name: r for v in m.variants if v.status == ManifestStatus.SKIPPED
+               for r in v.variant.reasons if r.startswith(f"{REFERENCE} closed")}
+    if not skipped:
+        return None
+    why = next(iter(skipped.values())).removeprefix(f"{REFERENCE} closed: ")
+    return LaterStep("reference gate", ExitCode.REGRESSION,
+                     f"stopped the arms ({', '.join(sorted(skipped))}): {why}")

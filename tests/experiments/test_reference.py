@@ -131,3 +131,27 @@ def test_reference_gate_closes_on_a_baseline_below_the_published_row(tmp_path):
     (sw / "manifest.json").write_text(json.dumps({**m, "variants": m["variants"]}))
     writer = ManifestWriter(sd, Manifest.load(sd))
     assert open_gates(writer, analyze_sweep(sw, write_run_json=False)) is True
+
+
+def test_a_sweep_whose_arms_the_reference_gate_stopped_exits_4_through_the_cli(tmp_path):
+    """CONTRACTS §5: a baseline below the published row stops the arms, and the sweep exits 4 (not 0), saying so."""
+    from tests.e2e.cli import run_sweep, tail
+
+    sw = make_sweep(tmp_path, [
+        {"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False, "delay_wgrad": False,
+         "role": "baseline", "attempts": [{"lines": None, "effective": None}]},
+        {"name": "a2a.ovl1.dw0", "dispatcher": "alltoall", "overlap": True, "delay_wgrad": False,
+         "status": "gated", "reasons": ["gate reference_passed: waits"], "attempts": []}])
+    shutil.copy(FIXTURES / "bound" / "baseline_below_published.log", sw / "variants/a2a.ovl0.dw0/attempt-1/logs/")
+    m = json.loads((sw / "manifest.json").read_text())
+    m["variants"][1]["gate"] = "reference_passed"
+    row = next(r for r in published_rows() if r["model"] == "deepseek_v3" and r["gpu"] == "gb200"
+               and r["precision"] == "bf16")
+    m["bound"] = {"gpu_type": "gb200", "reference": row, "reference_gate": True}
+    m.setdefault("config", {})["cluster"] = {"name": "local", "executor": "local", "gpus_per_node": 8, "nodes": 1}
+    (sw / "manifest.json").write_text(json.dumps(m))
+    res = run_sweep(["action=collect", f"sweep_id={m['sweep_id']}", f"output_dir={sw}"])
+    assert res.returncode == 4, tail(res)
+    assert "reference gate: stopped the arms (a2a.ovl1.dw0): published baseline" in res.stderr, tail(res)
+    after = json.loads((sw / "report" / "summary.json").read_text())
+    assert after["exit_code"] == 4 and any(s["step"] == "reference gate" for s in after["after"]), after.get("after")
