@@ -105,8 +105,9 @@ def test_block_orders_balance_positions_over_a_cycle():
     assert block_order(arms, 1234, 3) == block_order(arms, 1234, 3)  # recorded, never re-drawn: deterministic
 
 
-def test_reference_gate_closes_on_a_baseline_below_the_published_row(tmp_path):
-    """The conductor's gate reads the analysed reference block: 700 vs 782 TFLOP/s/GPU keeps the arms skipped."""
+def _baseline_below_published(tmp_path: Path) -> tuple[Path, dict, dict]:
+    """A sweep folder whose baseline ran 700 TFLOP/s/GPU against a published 782 (GB200 DeepSeek-V3 bf16), its
+    overlap arm gated on ``reference_passed``: the folder, its manifest (not written yet) and the published row."""
     sw = make_sweep(tmp_path, [
         {"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False, "delay_wgrad": False,
          "role": "baseline", "attempts": [{"lines": None, "effective": None}]},
@@ -118,6 +119,12 @@ def test_reference_gate_closes_on_a_baseline_below_the_published_row(tmp_path):
     row = next(r for r in published_rows() if r["model"] == "deepseek_v3" and r["gpu"] == "gb200"
                and r["precision"] == "bf16")
     m["bound"] = {"gpu_type": "gb200", "reference": row, "reference_gate": True}
+    return sw, m, row
+
+
+def test_reference_gate_closes_on_a_baseline_below_the_published_row(tmp_path):
+    """The conductor's gate reads the analysed reference block: 700 vs 782 TFLOP/s/GPU keeps the arms skipped."""
+    sw, m, row = _baseline_below_published(tmp_path)
     (sw / "manifest.json").write_text(json.dumps(m))
     sd = SweepDir(sw)
     writer = ManifestWriter(sd, Manifest.load(sd))
@@ -137,17 +144,7 @@ def test_a_sweep_whose_arms_the_reference_gate_stopped_exits_4_through_the_cli(t
     """CONTRACTS §5: a baseline below the published row stops the arms, and the sweep exits 4 (not 0), saying so."""
     from tests.e2e.cli import run_sweep, tail
 
-    sw = make_sweep(tmp_path, [
-        {"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False, "delay_wgrad": False,
-         "role": "baseline", "attempts": [{"lines": None, "effective": None}]},
-        {"name": "a2a.ovl1.dw0", "dispatcher": "alltoall", "overlap": True, "delay_wgrad": False,
-         "status": "gated", "reasons": ["gate reference_passed: waits"], "attempts": []}])
-    shutil.copy(FIXTURES / "bound" / "baseline_below_published.log", sw / "variants/a2a.ovl0.dw0/attempt-1/logs/")
-    m = json.loads((sw / "manifest.json").read_text())
-    m["variants"][1]["gate"] = "reference_passed"
-    row = next(r for r in published_rows() if r["model"] == "deepseek_v3" and r["gpu"] == "gb200"
-               and r["precision"] == "bf16")
-    m["bound"] = {"gpu_type": "gb200", "reference": row, "reference_gate": True}
+    sw, m, row = _baseline_below_published(tmp_path)
     m.setdefault("config", {})["cluster"] = {"name": "local", "executor": "local", "gpus_per_node": 8, "nodes": 1}
     (sw / "manifest.json").write_text(json.dumps(m))
     res = run_sweep(["action=collect", f"sweep_id={m['sweep_id']}", f"output_dir={sw}"])
