@@ -118,6 +118,9 @@ def check_all(settings: Any, cfg: dict[str, Any]) -> None:
     check_settings(settings)
     check_payload(cfg)
     check_history(dict(cfg.get("history") or {}))
+    from experiments.conductor.fabric import FabricSettings
+
+    FabricSettings.from_config(cfg, dict(cfg.get("cluster") or {}))  # fabric_probe and fabric.*
 
 
 # analysis/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default

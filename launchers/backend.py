@@ -77,6 +77,10 @@ class Backend(Protocol):
         """Cancel jobs of the sweep that are no run of it (its chained collect; only where :attr:`chains_collect`)."""
         ...
 
+    def exclude_nodes(self, nodes: list[str]) -> None:
+        """Keep every later job of the sweep off ``nodes`` (the fabric gate; Slurm ``--exclude``)."""
+        ...
+
     def log_files(self, ref: RunRef) -> list[Path]: ...
 
     def payload_out(self, ref: RunRef) -> Path: ...
@@ -338,6 +342,16 @@ class LocalBackend:
 
     def cancel_jobs(self, job_ids: list[str]) -> None:
         """A local sweep queues no job besides its runs: nothing to cancel."""
+
+    def exclude_nodes(self, nodes: list[str]) -> None:
+        """A local sweep runs on this machine only.
+
+        Raises:
+            LaunchConfigError: always (the fabric gate runs on Slurm only).
+        """
+        from launchers.errors import LaunchConfigError
+
+        raise LaunchConfigError(f"a local sweep cannot exclude nodes ({', '.join(nodes)}): it runs on this machine")
 
     def _cancel_key(self, key: str) -> None:
         exp = self._exps.get(key)

@@ -236,11 +236,12 @@ def slurm_batch(run: Any, request: BatchRequest, *, home: Path, packager_for: An
         job_root = CONTAINER_JOB_ROOT if cluster.container_image else host_dir
         argv, files, extra_env = item_command(item, python, f"{job_root}/code", f"{job_root}/out")
         packager = packager_for(files) if packager_for else run.Packager()
+        nodes = item.nodes if isinstance(item, JobCommand) and item.nodes else None  # a command over n nodes
         executor = slurm_executor(run, cluster, home=home, env=env, packager=packager,
-                                  time_limit_s=request.time_limit_s, srun_args=request.srun_args)
+                                  time_limit_s=request.time_limit_s, srun_args=request.srun_args, nodes=nodes)
         executor.env_vars.update(quoted_env(extra_env))
         script = env_script(run, argv)
-        if isinstance(item, RunSpec) and multinode(cluster):
+        if (isinstance(item, RunSpec) and multinode(cluster)) or (nodes or 0) > 1:
             script = torchrun_across_nodes(run, executor, argv)
         tasks.append(Task(name=name, script=script, executor=executor, item=item,
                           job_dir=home / "experiments" / request.title / request.exp_id / name, job_root=job_root,

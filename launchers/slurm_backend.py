@@ -214,6 +214,14 @@ class SlurmBackend:
         elif sub is not None:
             cancel([sub.job_id], self._shell())
 
+    def exclude_nodes(self, nodes: list[str]) -> None:
+        """Every later job of this backend is submitted with ``--exclude`` naming ``nodes`` as well as the profile's
+        own ``cluster.exclude``."""
+        from dataclasses import replace
+
+        have = [n for n in (self.cluster.exclude or "").split(",") if n]
+        self.cluster = replace(self.cluster, exclude=",".join(dict.fromkeys([*have, *nodes])) or None)
+
     def stop(self, refs: list[RunRef]) -> None:
         """``scancel`` the jobs of ``refs``, each once: with ``pack=true`` the whole allocation holding them, so that
         no later run of it starts (cancelling only the running step would let the next one start).

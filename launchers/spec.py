@@ -71,11 +71,15 @@ class RunSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class JobCommand:
-    """Any command as one job: ``argv`` (``argv[0]`` is the program), run in the job's code folder."""
+    """Any command as one job: ``argv`` (``argv[0]`` is the program), run in the job's code folder. ``nodes``: 0
+    runs it once on one node; 2 or more start it on that many nodes through torchrun (one agent per node, a worker
+    per GPU: :func:`launchers.batch.torchrun_across_nodes`; ``argv`` must then be ``python -m module ...``), as the
+    fabric probe is."""
 
     name: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    nodes: int = 0
 
     def __post_init__(self) -> None:
         check_task_name(self.name)

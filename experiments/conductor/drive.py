@@ -28,6 +28,7 @@ from experiments.conductor.analyse import analyse, history_step, rewrite_report,
 from experiments.conductor.backends import make_backend
 from experiments.conductor.chain import chain_collect
 from experiments.conductor.collect import secret_values
+from experiments.conductor.fabric import FabricGateFailed, fabric_gate
 from experiments.conductor.gates import open_gates, reference_step, undecided
 from experiments.conductor.progress import Display
 from experiments.conductor.recover import SubmitError
@@ -82,6 +83,7 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
                 container_preflight(sw)
             if resume:  # adopt what an earlier conductor left in flight (it may have died any way): never twice
                 reattach(sw)
+            fabric_gate(sw)  # Slurm over several nodes: slow nodes named, then excluded or the sweep stops
             pending = runs_to_submit(sd, sw.m)
             track(sw, pending, detach)
             if detach:
@@ -122,6 +124,10 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
     except SubmitError as e:
         sw.stop()
         print(f"error: the scheduler: {e}", file=sys.stderr)
+        return ExitCode.INFRA
+    except FabricGateFailed as e:
+        sw.stop()
+        print(f"error: fabric gate: {e}", file=sys.stderr)
         return ExitCode.INFRA
     except OSError as e:  # the disk filled up, the folder became read-only: the atomic writer kept the old files
         sw.stop()

@@ -199,7 +199,9 @@ def _ended_whole(out: Path) -> None:
         if v["status"] == "pruned":
             continue
         assert v["status"] == "planned" and v["attempts"] and v["attempts"][-1]["status"] == "succeeded", v
-        assert [a["attempt"] for a in v["attempts"]] == [1], v  # no run was killed and run again
+        # no job was killed: every attempt that got a job ended succeeded (an attempt killed before its sbatch
+        # has no job, and the resume runs the next one)
+        assert all(a["status"] == "succeeded" for a in v["attempts"] if a.get("job_id")), v
     assert [s["status"] for s in m["stages"] if s.get("gate")] == ["open"], m["stages"]
     states = _job_states(out)
     assert states and set(states.values()) == {"COMPLETED"}, states  # the resume killed none of its jobs

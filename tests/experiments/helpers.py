@@ -58,6 +58,9 @@ class UnscriptedBackend:
     def cancel_jobs(self, job_ids: list[str]) -> None:
         pass
 
+    def exclude_nodes(self, nodes: list[str]) -> None:
+        raise AssertionError("a scripted backend runs no fabric probe")
+
     def wait(self, timeout_s: float) -> bool:
         import time
 
