@@ -2,7 +2,7 @@
 # Create .venv (Python 3.12, selected by .python-version) and install the project.
 #   bash scripts/setup.sh        orchestrator only (hydra, nemo-run, analysis libraries)
 #   bash scripts/setup.sh megatron   + torch and megatron-core 0.19 (about 3 GB): real validate mode on a CPU
-#   bash scripts/setup.sh test   + megatron, pytest, hypothesis, ruff
+#   bash scripts/setup.sh test   + megatron, pytest, hypothesis, ruff, mypy
 #   bash scripts/setup.sh gpu    + the payload's GPU stack (pyproject [gpu]: megatron-core, megatron-bridge,
 #                                transformer-engine[pytorch] 2.12.0) on a GPU workstation with CUDA and a registry;
 #                                the TE torch extension builds against the installed torch (needs CUDA_HOME)

@@ -124,6 +124,8 @@ def measure(bytes_per_peer: int, iters: int, timeout_s: float = 300.0) -> tuple[
     node_of: list[Any] = [None] * world
     dist.all_gather_object(node_of, me)
     nodes = list(dict.fromkeys(str(n) for n in node_of))
+    if rank == 0:  # every rank has joined: the timed part starts (its start, for the job's log)
+        print(f"[fabric_probe] measuring {len(nodes)} nodes, {world} ranks, {backend}", flush=True)
     store = dist.distributed_c10d._get_default_store()
     results: list[PairResult] = []
     for a, b in combinations(nodes, 2):
