@@ -7,9 +7,11 @@ model: micro batch x sequence length x hidden x 2 bytes / EP, ``experiments/cond
 ranks wait at a barrier, so one pair is measured at a time. NCCL on GPUs (bf16 tensors), gloo on the CPU.
 
 Each pair runs in both orientations (either node's ranks first in the group, so that either side accepts the
-connections). Per pair: ``bandwidth_gbps``, bytes each rank sends to the other members divided by the median time
-of one all-to-all, the slower orientation's (GB/s, 1e9 bytes); ``latency_us``, the median time of an all-to-all of
-8 bytes per peer, the slower orientation's (µs). Rank 0
+connections). Every rank of the pair times each all-to-all on its own clock, and the pair's figures are the slowest
+rank's: a stalled rank (a throttled CPU) finds its peers ready whenever it runs, so its own clock sees fast
+all-to-alls; its peers' clocks see the wait. Per pair: ``bandwidth_gbps``, bytes each rank sends to the other
+members divided by the median time of one all-to-all, the slower orientation's and the slowest rank's (GB/s, 1e9
+bytes); ``latency_us``, the same median for an all-to-all of 8 bytes per peer (µs). Rank 0
 writes ``OUT_DIR/fabric_probe.json`` (CONTRACTS §3).
 
 Gloo binds each rank to the address of its node: ``GLOO_SOCKET_IFNAME`` when set (torch's own variable), else the
@@ -25,7 +27,7 @@ import os
 import socket
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timedelta
 from itertools import combinations
 from pathlib import Path
@@ -129,7 +131,7 @@ def measure(bytes_per_peer: int, iters: int, timeout_s: float = 300.0) -> tuple[
     store = dist.distributed_c10d._get_default_store()
     results: list[PairResult] = []
     for a, b in combinations(nodes, 2):
-        pair = None
+        view = None
         if me in (a, b):
             runs = []
             # both orientations: the group's first node accepts the connections of the other (gloo's tcp pairs),
@@ -144,22 +146,20 @@ def measure(bytes_per_peer: int, iters: int, timeout_s: float = 300.0) -> tuple[
                 else:
                     pg = _gloo_group(store, f"fabric_probe/{first}/{second}/", grank, size, timeout_s)
                 runs.append((_time_alltoall(pg, bytes_per_peer, size, iters, device, nccl),
-                             _time_alltoall(pg, LATENCY_BYTES, size, iters, device, nccl), size, grank))
-            bw_t = max(statistics.median(r[0]) for r in runs)
-            lat_t = max(statistics.median(r[1]) for r in runs)
-            size = runs[0][2]
-            if runs[0][3] == 0:  # the pair's first rank reports it
-                pair = PairResult(nodes=(a, b), ranks=size,
-                                  bandwidth_gbps=round(bytes_per_peer * (size - 1) / bw_t / 1e9, 6),
-                                  latency_us=round(lat_t * 1e6, 1),
-                                  times_ms=tuple(round(x * 1e3, 3) for r in runs for x in r[0]))
+                             _time_alltoall(pg, LATENCY_BYTES, size, iters, device, nccl), size))
+            view = {"bw_t": max(statistics.median(r[0]) for r in runs),
+                    "lat_t": max(statistics.median(r[1]) for r in runs), "size": runs[0][2],
+                    "times_ms": [round(x * 1e3, 3) for r in runs for x in r[0]]}
         gathered: list[Any] = [None] * world
-        dist.all_gather_object(gathered, asdict(pair) if pair is not None else None)
-        for item in gathered:
-            if item is not None:
-                results.append(PairResult(nodes=tuple(item["nodes"]), ranks=item["ranks"],  # type: ignore[arg-type]
-                                          bandwidth_gbps=item["bandwidth_gbps"], latency_us=item["latency_us"],
-                                          times_ms=tuple(item["times_ms"])))
+        dist.all_gather_object(gathered, view)
+        views = [v for v in gathered if v is not None]
+        if views:  # every rank of the pair timed the same all-to-alls: the slowest one's view is the pair's
+            slowest = max(views, key=lambda v: v["bw_t"])
+            size = slowest["size"]
+            results.append(PairResult(nodes=(a, b), ranks=size,
+                                      bandwidth_gbps=round(bytes_per_peer * (size - 1) / slowest["bw_t"] / 1e9, 6),
+                                      latency_us=round(max(v["lat_t"] for v in views) * 1e6, 1),
+                                      times_ms=tuple(slowest["times_ms"])))
     facts = {"nodes": nodes, "backend": backend, "world_size": world, "bytes_per_peer": bytes_per_peer,
              "iters": iters, "node_address": {n: node_address(n) for n in nodes},
              "nodelist": os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")}

@@ -163,6 +163,26 @@ def test_resume_after_a_kill_past_submit_leaves_the_running_jobs_on_this_host_al
 
 @pytest.mark.megatron
 @pytest.mark.slow
+def test_cancel_after_a_kill_past_submit_looks_its_jobs_up_without_waiting_for_them(tmp_path):
+    """``action=cancel`` finds the unrecorded jobs as a resume does: it neither waits for the jobs' processes on this
+    host (they inherit the submitter marker) nor kills them itself; it cancels them through Slurm at once."""
+    out = tmp_path / "s"
+    p = spawn_faulty_sweep("after_submit", [*BASE, f"output_dir={out}", "payload.hold_s=300", "payload.hold_at=start"])
+    assert p.wait(timeout=300) == -9, p.communicate()
+    _wait_jobs_running(out, 2)
+    t0 = time.time()
+    res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "action=cancel", f"sweep_id={_m(out)['sweep_id']}",
+                     f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
+    assert "sbatch process(es)" not in res.stderr, tail(res)
+    assert time.time() - t0 < 100, tail(res)  # the old look-up waited 120 s, then SIGKILLed the jobs' processes
+    assert "cancelled 2 unfinished run(s)" in res.stdout, tail(res)
+    assert {a["status"] for v in _attempts(out).values() for a in v} == {"cancelled"}
+    assert all(a.get("job_id") for v in _attempts(out).values() for a in v)  # found, recorded, then cancelled
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_two_resumes_at_once_submit_each_run_once(tmp_path):
     out = tmp_path / "s"
     assert main([*BASE, "action=plan", f"output_dir={out}"]) == 0
