@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.measure import Summary
 from analysis.options import Options, UsageError
-from analysis.results import Summary
 from contracts.atomic import dumps
 from contracts.sweepdir import SweepDir
 

@@ -7,8 +7,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.results import Comparison, RunResult, Summary
-from analysis.stats import Estimate
+from analysis.measure import Comparison, Estimate, RunResult, Summary
 from contracts.exits import meaning
 
 
@@ -254,7 +253,7 @@ def block_design_blocks(summary: Summary) -> list[Block]:
 
 def breakdown_blocks(runs: tuple[RunResult, ...]) -> list[Block]:
     """The "where the step time goes" table of the profiled runs (summary.json ``step_breakdown_ms``)."""
-    from analysis.profile_breakdown import PARTS
+    from analysis.measure import PARTS
 
     rows = []
     for r in runs:

@@ -71,9 +71,14 @@ else:  # python benchmarks/verdicts.py: this folder is sys.path[0]
 
 harness.use_tree()  # the decision code of the tree this process runs for (this checkout, or --against's)
 
-from analysis.compare import speedup_from_run_medians, verdict_of  # noqa: E402
-from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states  # noqa: E402
-from analysis.stats import default_warmup  # noqa: E402
+try:
+    from analysis.measure.compare import speedup_from_run_medians, verdict_of
+    from analysis.measure.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states
+    from analysis.measure.stats import default_warmup
+except ImportError:  # a tree from before analysis/ stood in rooms
+    from analysis.compare import speedup_from_run_medians, verdict_of
+    from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states
+    from analysis.stats import default_warmup
 from experiments.blocks import block_order  # noqa: E402
 
 EFFECTS = (0.0, 0.03, 0.05, 0.10)

@@ -27,7 +27,7 @@ import hashlib
 import random
 from typing import Any
 
-from analysis.sequential import K_MIN, METHOD
+from analysis.measure import K_MIN, METHOD
 from contracts.manifest import Manifest
 from contracts.records import Variant, safe_name
 from contracts.statuses import ManifestStatus, Role

@@ -22,7 +22,13 @@ from typing import Any
 
 import yaml
 
-from analysis.bound import BoundError, a2a_bytes_per_step, ceiling_from_sweep, link_bound, read_matmul_ceiling
+from analysis.measure import (
+    BoundError,
+    a2a_bytes_per_step,
+    ceiling_from_sweep,
+    link_bound,
+    read_matmul_ceiling,
+)
 from contracts.errors import ConfigError
 from contracts.records import Variant
 

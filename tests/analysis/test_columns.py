@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.grammar import Column, Rows
+from analysis.logs.grammar import Column, Rows
 
 
 def test_rows_as_runs_give_the_row_numbers() -> None:

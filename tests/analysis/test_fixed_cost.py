@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from analysis import fixed_cost
 from analysis.analyze import analyze_run
-from analysis.classify import Expectation, SchedulerInfo
+from analysis.judge.classify import Expectation, SchedulerInfo
+from analysis.measure import fixed_cost
 from tests.analysis.megatron_format import in_layout, megatron_line
 
 T0 = 1_764_700_000.0  # the conductor's launch, epoch s

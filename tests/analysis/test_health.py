@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import health
-from analysis.classify import SchedulerInfo, classify
-from analysis.parse import parse_files, parse_lines
+from analysis.judge import health
+from analysis.judge.classify import SchedulerInfo, classify
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis.megatron_format import LAYOUTS, in_layout, megatron_line, run_log
 from tests.analysis.synth import FIXTURES
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.classify import classify
-from analysis.parse import parse_files, parse_lines
+from analysis.judge.classify import classify
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis.megatron_format import LAYOUTS, in_layout, megatron_line, run_log
 from tests.analysis.synth import FIXTURES
 

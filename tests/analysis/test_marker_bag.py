@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.markers import TEXT_LIMIT, Marker, MarkerBag, scan_markers
+from analysis.logs.markers import TEXT_LIMIT, Marker, MarkerBag, scan_markers
 
 LINES = ["RuntimeError: NCCL error: unhandled system error", "[rank3]: ValueError: an error occurred, retrying",
          "Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory.", "plain line",

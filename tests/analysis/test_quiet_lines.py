@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import bulkregion, markers, parse
+from analysis.logs import bulkregion, markers, parse
 from tests.analysis.synth import iteration_line
 
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import launch_context, timeline
-from analysis.classify import SchedulerInfo, classify
-from analysis.parse import parse_files, parse_lines
+from analysis.judge import launch_context, timeline
+from analysis.judge.classify import SchedulerInfo, classify
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis import timeline_logs as tl
 from tests.analysis.synth import FIXTURES
 

@@ -44,9 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
-from analysis.markers import Marker
-from analysis.scanner import Scanner
+from analysis.logs.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
+from analysis.logs.markers import Marker
+from analysis.logs.scanner import Scanner
 
 __all__ = [
     "CONFIG_KEYS",

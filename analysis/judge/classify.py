@@ -47,9 +47,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis import catalogue, causes, launch_context, phase, structure, summaries, timeline
-from analysis.expectation import Expectation
-from analysis.findings import (
+from analysis.judge import causes, launch_context, phase, structure, summaries, timeline
+from analysis.judge.expectation import Expectation
+from analysis.judge.findings import (
     EVIDENCE_LINES,
     FLEX_HINT,
     KILL_EXIT_CODES,
@@ -57,10 +57,9 @@ from analysis.findings import (
     _findings,
     _hosts,
 )
-from analysis.labels import label_issues
-from analysis.markers import EXCEPTION_RE
+from analysis.judge.labels import label_issues
+from analysis.logs import EXCEPTION_RE, ParsedLog, catalogue
 from analysis.options import is_suspected_hang
-from analysis.parse import ParsedLog
 from contracts.slurm import STATES as SLURM_STATES
 from contracts.slurm import manifest_status, state_word
 

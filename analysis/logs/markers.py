@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import re2
 
-from analysis import catalogue
-from analysis.bulk import POOL, indices
-from analysis.grammar import MARKERS_KEPT
-from analysis.locate import gather
+from analysis.logs import catalogue
+from analysis.logs.bulk import POOL, indices
+from analysis.logs.grammar import MARKERS_KEPT
+from analysis.logs.locate import gather
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 PHASE_RE = re.compile(r"\[payload\] phase (\w+) at (\d+(?:\.\d+)?)")

@@ -15,7 +15,7 @@ from typing import Any
 
 import re2
 
-from analysis.signatures import FAMILIES, SIGNATURES
+from analysis.logs.signatures import FAMILIES, SIGNATURES
 
 # srun / bash / faulthandler words for a signal -> its name (strsignal(3) texts on Linux)
 SIGNAL_WORDS = {

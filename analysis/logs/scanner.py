@@ -24,8 +24,8 @@ from array import array
 
 import numpy as np
 
-from analysis.bulkregion import BulkRegions
-from analysis.grammar import (
+from analysis.logs.bulkregion import BulkRegions
+from analysis.logs.grammar import (
     _ANSI_B,
     _CONFIG_RE,
     _CONFIG_VALUE_RE,
@@ -46,7 +46,7 @@ from analysis.grammar import (
     _make_layout,
     _timestamp,
 )
-from analysis.markers import MarkerBag, clean_line
+from analysis.logs.markers import MarkerBag, clean_line
 
 _GLUED = b"\x00glued"  # the key of a glued head's layout in ``Scanner.layouts`` (no real key holds a NUL byte)
 

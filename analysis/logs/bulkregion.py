@@ -11,10 +11,10 @@ from itertools import compress
 
 import numpy as np
 
-from analysis.bulk import LayoutKernel, int64_bytes
-from analysis.grammar import _LINE_OK_MARKS, _MEM_BULK, ITER_N_RE, ITER_RE, _floats, _Layout, _timestamp
-from analysis.locate import Located, gather, locate
-from analysis.markers import NEEDLE_RE
+from analysis.logs.bulk import LayoutKernel, int64_bytes
+from analysis.logs.grammar import _LINE_OK_MARKS, _MEM_BULK, ITER_N_RE, ITER_RE, _floats, _Layout, _timestamp
+from analysis.logs.locate import Located, gather, locate
+from analysis.logs.markers import NEEDLE_RE
 
 
 class BulkRegions:

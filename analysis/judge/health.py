@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.parse import IterationSeries
+from analysis.logs import IterationSeries
 
 WINDOW = 20  # previous finite values whose median is the running level
 MIN_HISTORY = 4  # a level needs at least this many previous finite values

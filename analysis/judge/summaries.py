@@ -19,8 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from analysis.catalogue import signal_name
-from analysis.markers import Marker
+from analysis.logs import Marker, signal_name
 
 HARD_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 _STATE_REASONS = {

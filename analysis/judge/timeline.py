@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from analysis.markers import Marker
+from analysis.logs import Marker
 
 WINDOW_S = 30.0  # failures within this many seconds of the earliest are one cascade: priority decides among them
 DEFAULT_NCCL_TIMEOUT_S = 600.0  # ProcessGroupNCCL's default (and Megatron's distributed_timeout_minutes=10)

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.stats import Estimate, StepTime
+from analysis.measure.stats import Estimate, StepTime
 from contracts.exits import ExitCode
 from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
 
 if TYPE_CHECKING:  # a type only: importing the parser (pyarrow, RE2) is not needed to hold results
-    from analysis.bound_records import BoundReport
-    from analysis.parse import IterationSeries
+    from analysis.logs import IterationSeries
+    from analysis.measure.bound_records import BoundReport
 
 
 def fnum(x: Any) -> float | None:
@@ -479,6 +479,6 @@ class Summary:
 
 
 def _bound_from_json(d: dict[str, Any] | None) -> BoundReport | None:
-    from analysis.bound_records import BoundReport
+    from analysis.measure.bound_records import BoundReport
 
     return BoundReport.from_json(d)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.measure.results import RunResult, Speedup
 from analysis.options import PRACTICAL_THRESHOLD
-from analysis.results import RunResult, Speedup
 
 # scipy (via analysis.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
 # loose logs without blocks never needs
@@ -82,7 +82,7 @@ def paired_speedup(log_ratios: Sequence[float], confidence: float = CONFIDENCE) 
 
 def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup, str, dict | None]:
     """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks)."""
-    from analysis.sequential import fixed_verdict, sequential_verdict, verdict_name
+    from analysis.measure.sequential import fixed_verdict, sequential_verdict, verdict_name
 
     logs = [math.log(p.ratio) for p in pairs]
     speedup = paired_speedup(logs)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from analysis import launch_context as lc
-from analysis.findings import _Finding
+from analysis.judge import launch_context as lc
+from analysis.judge.findings import _Finding
+from analysis.judge.timeline import Clock, Event, events_of, iso, precedes, stamp
+from analysis.logs import ParsedLog
 from analysis.options import is_suspected_hang
-from analysis.parse import ParsedLog
-from analysis.timeline import Clock, Event, events_of, iso, precedes, stamp
 
 # reasons that end a run from outside: the event a hang is measured to
 TERMINAL = ("slurm_time_limit", "cancelled", "preempted", "node_failure", "host_oom", "task_exit_code")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.bulk import LayoutKernel
+from analysis.logs.bulk import LayoutKernel
 
 MAX_LINE = 1 << 20  # a line with no \n or \r within 1 MiB is dropped
 MARKERS_KEPT = 8  # per marker kind: the first and the last MARKERS_KEPT lines are kept

@@ -36,10 +36,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from analysis.measure.paired import Design, block_pairs, paired_verdict
+from analysis.measure.results import BackendRate, Comparison, LossParity, OverlapCeiling, RunResult, Speedup
+from analysis.measure.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
 from analysis.options import LOSS_TOLERANCE
-from analysis.paired import Design, block_pairs, paired_verdict
-from analysis.results import BackendRate, Comparison, LossParity, OverlapCeiling, RunResult, Speedup
-from analysis.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
 from contracts.records import group_key
 
 GRAD_SPIKE_FACTOR = 3.0

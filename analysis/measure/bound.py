@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.bound_records import BoundReport, OverlapBound, ReferenceCheck, RunBound, SweepBound
-from analysis.results import Comparison, RunResult
+from analysis.measure.bound_records import BoundReport, OverlapBound, ReferenceCheck, RunBound, SweepBound
+from analysis.measure.results import Comparison, RunResult
 
 __all__ = ["BoundError", "BoundReport", "OverlapBound", "ReferenceCheck", "RunBound", "SweepBound",
            "a2a_bytes_per_step", "bound_report", "ceiling_from_sweep", "exposed_ceiling", "link_bound",

@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis import catalogue, health, structure
-from analysis.markers import EXCEPTION_RE, Marker
-from analysis.parse import ParsedLog
+from analysis.judge import health, structure
+from analysis.logs import EXCEPTION_RE, Marker, ParsedLog, catalogue
 
 _ECHO_EXCEPTIONS = ("ChildFailedError", "DistBackendError", "DistNetworkError", "SignalException")
 # knobs whose missing parent config gives the C03 AttributeError (FACTS §1)

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.bulk import POOL, indices
+from analysis.logs.bulk import POOL, indices
 
 HEADER = 40  # bytes after "iteration" in which "[ \t]+N[ \t]*/[ \t]*M[ \t]*|" must end
 MAX_REST = 65536  # a longer rest goes to the per-line path (analysis.scanner.Scanner._line)
