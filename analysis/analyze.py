@@ -84,7 +84,7 @@ def analyze_run(
     """Parse, measure and classify one attempt (files in restart order). Never raises for bad log content.
 
     ``held``: (launched, ended) epoch s of the attempt from the conductor (``conductor.json``), for the split of its
-    GPU time (:mod:`analysis.fixed_cost`)."""
+    GPU time (:mod:`analysis.measure.fixed_cost`)."""
     expect = expect or Expectation()
     log = parse_files(files) if files else None
     eff = (effective or {}).get("effective") or {}

@@ -124,7 +124,7 @@ _COST_PARTS = ("launch", "startup", "checks", "init", "warmup", "steps", "in_tra
 
 
 def gpu_time_blocks(summary: Summary) -> list[Block]:
-    """Where the runs' GPU time went (:mod:`analysis.fixed_cost`): the share that measured steady steps, then each
+    """Where the runs' GPU time went (:mod:`analysis.measure.fixed_cost`): the share that measured steady steps, then each
     run's held time split into launch, start-up, checks, init, warm-up, steps, the rest of training and teardown
     (s); nothing when no run was timed by the conductor."""
     runs = [(r, r.fixed_cost) for r in summary.runs if (r.fixed_cost or {}).get("held_s") is not None]
@@ -170,7 +170,7 @@ def reference_blocks(summary: Summary) -> list[Block]:
 
 def bound_blocks(summary: Summary) -> list[Block]:
     """Each run against the bound: MFU against the dense bf16 peak and the measured matmul ceiling, all-to-all
-    bandwidth against the link bound (analysis/bound.py); nothing when the sweep recorded no bound."""
+    bandwidth against the link bound (analysis/measure/bound.py); nothing when the sweep recorded no bound."""
     b = summary.bound
     if b is None or not b.runs:
         return []

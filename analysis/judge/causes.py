@@ -1,6 +1,6 @@
-"""Cause before consequence: the glue between the findings (:mod:`analysis.findings`), the timeline
-(:mod:`analysis.timeline`), the launch context (:mod:`analysis.launch_context`) and the verdict
-(:func:`analysis.classify.classify`).
+"""Cause before consequence: the glue between the findings (:mod:`analysis.judge.findings`), the timeline
+(:mod:`analysis.judge.timeline`), the launch context (:mod:`analysis.judge.launch_context`) and the verdict
+(:func:`analysis.judge.classify.classify`).
 
 - :func:`events` gives every finding its events (time, rank, line);
 - :func:`read_cancels` turns plain ``CANCELLED AT`` lines into what they mean in their launch context (an
@@ -36,7 +36,7 @@ def clock_of(log: ParsedLog) -> Clock:
 
 
 def events(log: ParsedLog, found: dict[str, _Finding], clock: Clock) -> dict[str, list[Event]]:
-    """reason -> its events in time order (:func:`analysis.timeline.events_of`), for every finding."""
+    """reason -> its events in time order (:func:`analysis.judge.timeline.events_of`), for every finding."""
     by_offset = {m.offset: m for m in log.markers}
     out: dict[str, list[Event]] = {}
     for reason, f in found.items():
@@ -92,7 +92,7 @@ def first_failure_before(key: str, found: dict[str, _Finding], evs: dict[str, li
 
 def read_graceful_exit(found: dict[str, _Finding], ctx: lc.LaunchContext, log: ParsedLog) -> None:
     """Megatron's graceful exit on a signal (``[exiting program after receiving SIGTERM.]``, module docstring of
-    :mod:`analysis.launch_context`) is a received signal of its own when nothing else reported one: it becomes a
+    :mod:`analysis.judge.launch_context`) is a received signal of its own when nothing else reported one: it becomes a
     ``killed_by_signal:<SIG>`` finding (``graceful_exit``: True) that :func:`read_signals` then reads in its
     launch context (the pre-limit signal the job asked for, a stop from outside, teardown after training)."""
     if ctx.graceful_exit is None or ctx.graceful_offset is None:
@@ -139,7 +139,7 @@ def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[st
 
 def read_signals(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
                  sched: str | None, complete: bool, priority: Callable[[str], bool]) -> list[str]:
-    """Turn each ``killed_by_signal:<SIG>`` finding into what the signal means (:func:`analysis.launch_context.
+    """Turn each ``killed_by_signal:<SIG>`` finding into what the signal means (:func:`analysis.judge.launch_context.
     signal_meaning`), in place; the flags it adds (``signal:<SIG>`` for a signal that is only a consequence)."""
     flags: list[str] = []
     for key in [k for k in found if k.startswith("killed_by_signal:")]:

@@ -1,6 +1,6 @@
 """In-run health from the iteration series itself: which keys each logged line carries and how the values move.
 
-Two findings, both without a baseline (the baseline's loss-parity and grad-norm gate in :mod:`analysis.compare`
+Two findings, both without a baseline (the baseline's loss-parity and grad-norm gate in :mod:`analysis.measure.compare`
 is unchanged):
 
 - **A loss key that vanishes means a NaN/Inf/<=0 loss.** Megatron-LM's ``training_log``

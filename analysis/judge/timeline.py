@@ -33,7 +33,7 @@ Ordering (:func:`order`):
 4. torchrun's ``Root Cause (first observed failure)`` record names a rank: the failures seen on that rank come
    first.
 5. Of what is left, the earliest event opens a window of ``window_s`` seconds; class priority
-   (:data:`analysis.classify.PRIORITY`) decides only among the failures in that window. Without any time, byte
+   (:data:`analysis.judge.classify.PRIORITY`) decides only among the failures in that window. Without any time, byte
    order is not used to override priority (ranks' output is buffered independently).
 """
 

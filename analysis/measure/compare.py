@@ -7,7 +7,7 @@
     noise): a t interval on log(median) differences with the pooled run-to-run variance; the value is the ratio of
     the geometric means of the per-run medians.
   - Blocks (drift between blocks cancels in ratios within a block): when the two sides share at least 2 blocks (runs with the same repeat index = block index),
-    the speedup comes from the ratios within each block (analysis/paired.py, ``paired_blocks_t``) and the verdict
+    the speedup comes from the ratios within each block (analysis/measure/paired.py, ``paired_blocks_t``) and the verdict
     from analysis/sequential.py: ``equivalent`` when the arm is within +-practical_threshold (TOST), ``faster`` /
     ``slower`` when the interval excludes 1 (in ``repeats=auto`` the group-sequential decision).
   - Control arm (``control=true``, role ``control``): when its verdict is not ``equivalent``, every comparison of

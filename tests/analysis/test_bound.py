@@ -1,4 +1,4 @@
-"""Figures against the bound (analysis/bound.py): MFU, all-to-all bandwidth, overlap ceiling, published baseline."""
+"""Figures against the bound (analysis/measure/bound.py): MFU, all-to-all bandwidth, overlap ceiling, published baseline."""
 
 from __future__ import annotations
 

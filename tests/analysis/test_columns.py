@@ -1,4 +1,4 @@
-"""The parser's compact per-row storage (analysis.grammar): a layout's rows as runs, a column's constant blocks."""
+"""The parser's compact per-row storage (analysis.logs.grammar): a layout's rows as runs, a column's constant blocks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The split of a run's held GPU time (analysis.fixed_cost): the payload's phase stamps, Megatron's step times and
+"""The split of a run's held GPU time (analysis.measure.fixed_cost): the payload's phase stamps, Megatron's step times and
 the conductor's launch and end, read from a real-format log and a conductor.json."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run's own series as evidence (analysis/health.py): a loss key that vanishes is a NaN loss, fp16 warm-up skips
+"""The run's own series as evidence (analysis/judge/health.py): a loss key that vanishes is a NaN loss, fp16 warm-up skips
 stay ok, a blow-up by orders of magnitude is ``diverged`` and a noisy healthy curve is not; in every launcher
 layout, and under rewordings and reorderings (hypothesis)."""
 

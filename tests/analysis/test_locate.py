@@ -1,4 +1,4 @@
-"""analysis.locate: the iteration and memory lines found with numpy are exactly what ``ITER_N_RE.findall`` finds,
+"""analysis.logs.locate: the iteration and memory lines found with numpy are exactly what ``ITER_N_RE.findall`` finds,
 or ``None`` (then the scanner runs the regex); hypothesis regions of real-looking, mutated and random lines."""
 
 from __future__ import annotations

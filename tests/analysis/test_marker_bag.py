@@ -1,4 +1,4 @@
-"""analysis.markers.MarkerBag.scan keeps and counts what adding the region's markers one by one keeps and counts
+"""analysis.logs.markers.MarkerBag.scan keeps and counts what adding the region's markers one by one keeps and counts
 (it makes a Marker only for the first and the last 8 of a kind)."""
 
 from __future__ import annotations

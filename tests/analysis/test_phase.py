@@ -1,4 +1,4 @@
-"""Severity, phase and per-family structure (analysis/phase.py, analysis/structure.py): teardown warnings and
+"""Severity, phase and per-family structure (analysis/judge/phase.py, analysis/judge/structure.py): teardown warnings and
 accounting warnings leave a good run ok, OOM needs a kill, C++ frames are no Python exception, bare device asserts
 follow the run's dispatcher, glued iteration lines keep their fields, Xid codes are read after the PCI address."""
 

@@ -1,4 +1,4 @@
-"""analysis/profile_breakdown.py on synthetic Chrome traces in torch.profiler's layout (exact expected numbers)."""
+"""analysis/measure/profile_breakdown.py on synthetic Chrome traces in torch.profiler's layout (exact expected numbers)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from analysis.logs.signatures import FAMILIES, SIGNATURES
 from tests.analysis.synth import FIXTURES, iteration_line
 
 SIG = FIXTURES / "signatures"
-# fixture file -> (run status, primary reason); every family of analysis/signatures.py has at least one
+# fixture file -> (run status, primary reason); every family of analysis/logs/signatures.py has at least one
 EXPECTED = {
     "deepep_cpu_recv_timeout.log": ("failed", "dispatcher_timeout"),
     "deepep_gpu_receiver_timeout.log": ("failed", "dispatcher_timeout"),
