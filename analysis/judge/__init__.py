@@ -1,5 +1,5 @@
 """What happened to a run (above ``analysis.logs``): the evidence of a parsed log (``findings``, with ``phase``,
-``structure`` and ``health``), the order of events and their causes (``timeline``, ``causes``), the launch context
+``structure`` and ``health``), the order of events and their causes (``timeline``), the launch context
 (``launch_context``), the scheduler's and torchrun's summaries (``summaries``), the run's label and expectation
 (``labels``, ``expectation``), and the verdict (``classify``: one status and primary reason per run).
 

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.judge import causes, launch_context, phase, structure, summaries, timeline
+from analysis.judge import launch_context, phase, structure, summaries, timeline
 from analysis.judge.expectation import Expectation
 from analysis.judge.findings import (
     EVIDENCE_LINES,
@@ -146,7 +146,7 @@ def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerI
     """Fold the structured summaries into ``found`` (analysis.judge.summaries): the scheduler's raw state and torchrun's
     failure table (its root cause's rank, host, exit code and signal go into ``details["torchrun"]``); returns the
     root-cause record (None without a table). What each signal means is read afterwards, in its launch context
-    (analysis.judge.causes)."""
+    (analysis.judge.timeline.read)."""
     state_reason = summaries.scheduler_reason(scheduler.state)
     if state_reason is not None:
         f = found.setdefault(state_reason, _Finding([sched_line], after or 0))
@@ -264,33 +264,15 @@ def classify(
     root = _summarise(log, found, scheduler, sched_line, after, details)
     levels = {r: phase.finding_level(f.evidence) for r, f in found.items()}
     ctx = launch_context.read(log.markers, scheduler.state, scheduler.signal)
-    clock = causes.clock_of(log)
-    causes.read_graceful_exit(found, ctx, log)
-    evs = causes.events(log, found, clock)
-    flags += causes.read_cancels(found, ctx, evs, sched, _in_priority)
-    evs = causes.events(log, found, clock)
-    flags += causes.read_signals(found, ctx, evs, sched, complete, _in_priority)
-    if sched == "timeout" and "slurm_time_limit" not in found:
-        found["slurm_time_limit"] = _Finding([sched_line], after or 0)
-    evs = causes.events(log, found, clock)
-    hang = None if complete else causes.progress_hang(found, evs, clock, log, median_step_ms=median_step_ms,
-                                                      hang_min_s=hang_min_s, ended_at=scheduler.ended_at)
-    if hang is not None:
-        found["suspected_hang"] = hang
-        evs["suspected_hang"] = causes.hang_event(hang, evs)
-    if not complete and "suspected_hang" in scheduler.flags and "suspected_hang" not in found:
-        found["suspected_hang"] = _Finding(["the launcher flagged a suspected hang: no new iteration for "
-                                            "max(hang_min_s, 5 x median step)"], after or 0)
-        evs["suspected_hang"] = []  # the launcher's word has no time: priority places it
     def level_then_priority(r: str) -> tuple[bool, int]:
         """Error-level findings before warning-level ones (analysis.judge.phase), then by PRIORITY."""
         return levels.get(r) == phase.WARNING, _rank(r)
 
-    failures, chain = timeline.order(
-        [r for r in found if r.split(":", 1)[0] in PRIORITY], evs, {r: f.details for r, f in found.items()},
-        level_then_priority,
-        last_iteration_time=timeline.stamp(log.last_timestamp or "", clock.year), last_iteration_offset=after,
-        root=root, step_s=(median_step_ms or 0) / 1000.0)
+    failures, chain, read_flags = timeline.read(
+        log, found, ctx, sched=sched, sched_line=sched_line, complete=complete, median_step_ms=median_step_ms,
+        hang_min_s=hang_min_s, ended_at=scheduler.ended_at, launcher_flags=scheduler.flags, priority=_in_priority,
+        rank_key=level_then_priority, root=root)
+    flags += read_flags
     if failures and failures[0] == "traceback" and chain.cause is not None:
         _exception_of(found["traceback"], chain.cause.line)
     chain_json, launch_json = chain.to_json(), ctx.to_json()
