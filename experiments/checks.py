@@ -123,7 +123,7 @@ def check_all(settings: Any, cfg: dict[str, Any]) -> None:
     FabricSettings.from_config(cfg, dict(cfg.get("cluster") or {}))  # fabric_probe and fabric.*
 
 
-# analysis/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default
+# analysis/measure/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default
 MIN_STEADY = 5
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from analysis.api import Summary
-from analysis.results import LaterStep
+from analysis.measure import LaterStep
 from contracts.exits import ExitCode
 from contracts.manifest import Manifest, ManifestWriter, VariantEntry
 from contracts.statuses import GOOD_OUTCOMES, ManifestStatus, StageStatus, Verdict
@@ -45,7 +45,7 @@ REFERENCE = "gate reference_passed"
 
 def reference_reason(summary: Summary) -> str | None:
     """Why gate ``reference_passed`` stays closed, or None when it opens: the baseline's median TFLOP/s/GPU is not
-    more than 5% below NVIDIA's published figure for this model, GPU and scale (analysis/bound.py). A baseline
+    more than 5% below NVIDIA's published figure for this model, GPU and scale (analysis/measure/bound.py). A baseline
     without a timed good run keeps it closed (nothing shows that it reproduces the figure)."""
     ref = summary.bound.reference if summary.bound else ()
     if not ref:
