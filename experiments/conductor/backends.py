@@ -91,9 +91,5 @@ def make_backend(sd: SweepDir, m: Manifest, cluster: dict[str, Any] | None = Non
     else:
         backend = SlurmBackend(sd.root, profile, title=m.name, repo=REPO, allow_dirty=bool(m.allow_dirty),
                                pack=bool(m.config.get("pack")), hold_s=hold)
-        from experiments.conductor.fabric import excluded_nodes
-
-        if excluded_nodes(m):  # the fabric gate named slow nodes: a resumed sweep keeps off them too
-            backend.exclude_nodes(excluded_nodes(m))
     backend.adopt(handles(m))
     return backend

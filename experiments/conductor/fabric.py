@@ -123,16 +123,21 @@ def excluded_nodes(m: Manifest) -> list[str]:
 
 
 def fabric_gate(sw: Any) -> None:
-    """Run the gate for the sweep ``sw`` (a tracking.Sweep) once: nothing when ``fabric_probe`` is off or the
-    manifest already records the probe. Prints what it measured and decided.
+    """Run the gate for the sweep ``sw`` (a tracking.Sweep) once: nothing when ``fabric_probe`` is off; when the
+    manifest already records the probe (a resume), only its exclusion is applied again. Prints what it measured and
+    decided.
 
     Raises:
         FabricGateFailed: the probe job did not write its figures, or slow nodes with ``fabric.action=fail``.
         ConfigError: bad ``fabric`` settings.
     """
     m = sw.m
+    if m.extra.get(RECORD):  # probed before this resume: its jobs keep off the nodes it excluded
+        if excluded_nodes(m):
+            sw.backend.exclude_nodes(excluded_nodes(m))
+        return
     fs = FabricSettings.from_config(m.config, m.cluster_config)
-    if not fs.probe or m.extra.get(RECORD):
+    if not fs.probe:
         return
     out = (sw.sd.root / FOLDER).resolve()
     ref = RunRef("fabric", 0, 1)
