@@ -44,13 +44,13 @@ def _probe_job(out: Path, timeout_s: float = 600) -> tuple[str, list[str]]:
     raise AssertionError(f"the fabric probe of {out} did not start within {timeout_s} s; queue:\n{queue}")
 
 
-def _workers(job: str) -> dict[int, str]:
-    """The probe's worker processes (torchrun sets LOCAL_RANK) of ``job``: pid -> node."""
+def _workers(job: str) -> dict[int, tuple[str, int]]:
+    """The probe's worker processes (torchrun sets LOCAL_RANK and RANK) of ``job``: pid -> (node, rank)."""
     out = {}
     for pid in pids():
         env = environ(pid) or {}
-        if env.get("SLURM_JOB_ID") == job and "LOCAL_RANK" in env:
-            out[pid] = env.get("SLURMD_NODENAME", "")
+        if env.get("SLURM_JOB_ID") == job and "LOCAL_RANK" in env and "RANK" in env:
+            out[pid] = (env.get("SLURMD_NODENAME", ""), int(env["RANK"]))
     return out
 
 
@@ -62,17 +62,24 @@ def _connected(pid: int) -> bool:
         return False
 
 
-def _throttle(job: str, node: str, ranks: int, done: threading.Event) -> None:
-    """From when the first of the job's ``ranks`` workers joins the process group (all of them then wait for each
-    other, so the timed all-to-alls all come later), stop those on ``node`` STOPPED_S of every STOPPED_S + RUNNING_S
-    seconds until ``done`` or they end. Throttling the import too would only make the test slow."""
-    workers: dict[int, str] = {}
+def _throttle(job: str, ranks: int, done: threading.Event, victim: list[str]) -> None:
+    """Throttle the node the probe measures last: the probe orders the nodes by their first rank and measures the
+    pairs in that order, so the last node's pairs come second and third. From when the first of the job's ``ranks``
+    workers joins the process group (all then wait for each other: every timed all-to-all comes later), its workers
+    are stopped STOPPED_S of every STOPPED_S + RUNNING_S seconds until ``done`` or they end. Its name goes into
+    ``victim``. Throttling the import too would only make the test slow."""
+    workers: dict[int, tuple[str, int]] = {}
     while not done.is_set() and len(workers) < ranks:
         workers = _workers(job)
         time.sleep(0.05)
+    first_rank: dict[str, int] = {}
+    for node, rank in workers.values():
+        first_rank[node] = min(rank, first_rank.get(node, rank))
+    node = max(first_rank, key=lambda n: first_rank[n])
+    victim.append(node)
+    victims = [p for p, (n, _) in workers.items() if n == node]
     while not done.is_set() and not any(_connected(p) for p in workers):
         time.sleep(0.01)
-    victims = [p for p, n in workers.items() if n == node]
     try:
         while not done.is_set() and any(Path(f"/proc/{p}").exists() for p in victims):
             for sig, pause in ((signal.SIGSTOP, STOPPED_S), (signal.SIGCONT, RUNNING_S)):
@@ -109,8 +116,8 @@ def test_a_throttled_node_is_named_and_every_arm_excludes_it(tmp_path):
     try:
         job, nodes = _probe_job(out)
         assert len(nodes) == 3, nodes
-        victim = nodes[-1]  # not the first node: it hosts the job's rendezvous store
-        t = threading.Thread(target=_throttle, args=(job, victim, 3 * GPUS_PER_NODE, done), daemon=True)
+        chosen: list[str] = []
+        t = threading.Thread(target=_throttle, args=(job, 3 * GPUS_PER_NODE, done, chosen), daemon=True)
         t.start()
         rc = p.wait(timeout=900)
     finally:
@@ -119,6 +126,7 @@ def test_a_throttled_node_is_named_and_every_arm_excludes_it(tmp_path):
             p.kill()
     _, err = p.communicate()
     assert rc == 0, err[-3000:]
+    (victim,) = chosen
     assert f"fabric probe: node {victim} is slower than the rest by more than 5x" in err, err[-3000:]
     assert f"excludes {victim} (sbatch --exclude)" in err, err[-3000:]
     fabric = json.loads((out / "manifest.json").read_text())["fabric"]
