@@ -10,6 +10,8 @@ Modules:
     slurm      the one Slurm state map and the one Slurm time-limit parser
     secrets    what a secret is and how it is masked (§10)
     atomic     the one atomic writer (temp file + rename, the user's umask)
+    locks      the one file-lock helper (flock: the manifest lock, the lease, the validate hand-over)
+    procfs     the one reader of /proc (process start in clock ticks, alive, environment, command line)
     records    Variant, RunRef and the naming rules (§2)
     cluster    the typed cluster profile the launchers take (§9)
     jobs       typed job handles and scheduler states that launchers return
