@@ -4,7 +4,9 @@ SIGSTOP/SIGCONT duty cycle (stopped 95% of the time from their start: a real slo
 node is named and every arm's job excludes it; without the throttle the probe passes and nothing is excluded.
 
 The factor is 5 here, not the default 2: on this 2-core machine, shared by the other tests, an unthrottled pair's
-latency varied up to 3.1x between pairs; the throttle slows its node's pairs far more than 5x."""
+latency varied up to 3.1x between pairs. The all-to-all is 16 MiB per peer (about 40 ms here), longer than the
+throttled node's 10 ms run windows, so every one of its all-to-alls waits through its stops: over 5x slower. With the
+default 1 MiB several all-to-alls fit in one run window and the median misses the throttle."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from tests.e2e.cli import spawn_sweep
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.megatron, pytest.mark.usefixtures("slurm_cluster")]
 BASE = ["cluster=local_slurm", "cluster.nodes=2", "allow_dirty=true", "poll_s=1", "sweep=full",
-        "dispatcher=alltoall", "overlap=on", "delay_wgrad=off", "fabric.slow_factor=5", "fabric.iters=10"]
+        "dispatcher=alltoall", "overlap=on", "delay_wgrad=off", "fabric.slow_factor=5", "fabric.iters=10",
+        "fabric.bytes_per_peer=16777216"]
 STOPPED_S, RUNNING_S = 0.19, 0.01
 GPUS_PER_NODE = 2  # conf/cluster/local_slurm.yaml: one probe worker per GPU
 
