@@ -71,6 +71,7 @@ PRIORITY = (
     "preflight_reject",
     "dispatcher_fallback",
     "label_mismatch",
+    "launch_failure",  # the launch layer below Python: nothing of the run started (analysis.logs.signatures)
     "flex_kernel_assertion",
     "dispatcher_timeout",  # DeepEP's GPU-side timeouts trap: the "unspecified launch failure" after them is theirs
     "flex_kernel_error",
@@ -287,7 +288,7 @@ def classify(
             d.update(f.details)
         hint = d.pop("hint", None)
         others = [r for r in failures if r != reason]
-        if any(catalogue.retriable(r) for r in [reason, *others]):
+        if catalogue.retriable(reason):  # the primary reason's, decoded from inside its wrapper (analysis.logs.codes)
             others.append("retriable")
         all_flags = tuple(dict.fromkeys(others + flags + [i[0] for i in issues if i[0] != reason]))
         return Verdict(status, reason, tuple(evidence[:EVIDENCE_LINES + 2]), all_flags, hint, d, tuple(notes),
@@ -330,6 +331,8 @@ def classify(
         return verdict(status, reason, [sched_line] if status != "ok" and sched else [])
     if failures:
         reason = failures[0]
+        if reason == "launch_failure":
+            found[reason].details["reached_python"] = bool(len(s)) or "exception" in log.marker_counts
         status = ("incomplete" if reason in ("cancelled", "preempted") else
                   "invalid_variant" if reason in ("label_mismatch", "dispatcher_fallback") else "failed")
         messages = [str(x) for x in ((effective or {}).get("checks") or {}).get("messages") or ()]
