@@ -290,6 +290,8 @@ def classify(
         others = [r for r in failures if r != reason]
         if catalogue.retriable(reason):  # the primary reason's, decoded from inside its wrapper (analysis.logs.codes)
             others.append("retriable")
+        if "slowdown" in found and reason != "slowdown":
+            others.append("slowdown")
         all_flags = tuple(dict.fromkeys(others + flags + [i[0] for i in issues if i[0] != reason]))
         return Verdict(status, reason, tuple(evidence[:EVIDENCE_LINES + 2]), all_flags, hint, d, tuple(notes),
                        _hosts(log), chain_json if chain.cause is not None and chain.cause.reason == reason else None,
@@ -315,6 +317,8 @@ def classify(
         elif sched == "failed" or (scheduler.exit_code not in (None, 0)):
             status, reason = "ok_with_warning", "task_exit_code"
             found.setdefault("task_exit_code", _Finding([], after or 0, {"exit_code": scheduler.exit_code}))
+        elif "slowdown" in found:  # the step time climbed and stayed (analysis.judge.health): a result, with a warning
+            status, reason = "ok_with_warning", "slowdown"
         if status == "ok_with_warning":
             flags.append("after_training_done")
         if "nan_inf" in found:
