@@ -381,17 +381,21 @@ def _exception_of(f: _Finding, line: str) -> None:
 
 
 def _attribute_device_assert(found: dict[str, _Finding], dispatcher: tuple[str | None, str | None]) -> None:
-    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.judge.structure) in a run whose effective
-    dispatcher is flex, in a kernel that is not another library's, is the flex kernel's: ``assertion`` becomes
-    ``flex_kernel_assertion`` (with ``attributed_by: effective_dispatcher``)."""
+    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.judge.structure) whose condition names
+    DeepEP's variables, or in a run whose effective dispatcher is flex in a kernel that is not another library's
+    (its condition names no PyTorch variable), is the flex kernel's: ``assertion`` becomes
+    ``flex_kernel_assertion`` (``attributed_by``: ``identifiers`` or ``effective_dispatcher``)."""
     f = found.get("assertion")
     kind, backend = dispatcher
-    if f is None or not f.details.get("device_assert") or kind != "flex" or "flex_kernel_assertion" in found:
+    if f is None or not f.details.get("device_assert") or "flex_kernel_assertion" in found:
         return
-    if structure.foreign_kernel(f.details.get("location"), f.evidence[-1] if f.evidence else ""):
+    by_name = structure.kernel_of_condition(f.details.get("condition"))
+    if by_name == "foreign" or (by_name is None and kind != "flex"):
         return
-    f.details.update({"attributed_by": "effective_dispatcher", "backend": {"hybridep": "HybridEP"}.get(
-        backend or "", "DeepEP")})
+    if by_name is None and structure.foreign_kernel(f.details.get("location"), f.evidence[-1] if f.evidence else ""):
+        return
+    f.details.update({"attributed_by": "identifiers" if by_name == "flex" else "effective_dispatcher",
+                      "backend": {"hybridep": "HybridEP"}.get(backend or "", "DeepEP")})
     if "num_rc_per_pe" in str(f.details.get("condition") or f.details.get("assertion") or ""):
         f.details["hint"] = FLEX_HINT
     found["flex_kernel_assertion"] = found.pop("assertion")

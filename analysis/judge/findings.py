@@ -102,7 +102,7 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
             details["assertion"] = text
         if _in_dispatcher(markers, m):
             reason = "flex_kernel_assertion"
-        elif structure.is_device_assert(text):
+        elif structure.is_device_assert(text) or (details.get("condition") and "location" not in details):
             # a bare device-side assert: the run's dispatcher decides whose kernel it is (analysis.judge.classify)
             details["device_assert"] = True
     elif reason == "hardware_failure" and structure.xid_reason(details.get("xid")) == "cuda_error":

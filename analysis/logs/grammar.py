@@ -52,6 +52,9 @@ _GLUE_RE = re.compile(
     rb"\|[ \t]*(?=\[[^\]\r\n|]{0,80}\]|\d+:[ \t]|[IWEF]\d{4} \d\d:\d\d:\d\d|iteration[ \t]+\d+[ \t]*/"
     rb"|(?:Traceback|INFO|WARNING|ERROR|DEBUG|CRITICAL|FATAL)\b|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b"
     rb"|> |\*\*\* |srun: |slurmstepd: |NCCL )")
+# any other print glued right after a "|": Megatron prints each field as " key: value |" (a blank first), so a "|"
+# followed at once by anything but a blank or the line's end ends the record at its last complete field
+PRINT_AFTER_FIELD_RE = re.compile(rb"\|(?=[^ \t|\r\n])")
 
 # Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
 STANDARD_FIELDS: tuple[tuple[str, bytes], ...] = (
