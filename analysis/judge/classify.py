@@ -10,6 +10,7 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | not_run | skipped | gated, skipped or never submitted (carried over from the manifest) |
 | config_plumbing | failed | ``AttributeError: 'NoneType' object has no attribute '<knob>'`` before training (C03) |
 | payload_error | failed | the payload's own diagnosis ``[payload] error <code> <kind>: <cause>`` (no_gpu, bridge_missing, hf_unreachable, unknown_field, ...); check_failed counts as preflight_reject, mismatch/env_mismatch as label_mismatch or dispatcher_fallback, training_failed defers to the real cause |
+| launch_failure | failed | pyxis/enroot, SPANK, prolog/epilog or exec failed: the run never reached Python (family ``launch``) |
 | flex_kernel_assertion | failed | C-level assertion in DeepEP/HybridEP kernels, e.g. ``num_rc_per_pe >= num_channels`` (C06) |
 | nvshmem_init | failed | NVSHMEM bootstrap/initialisation error (DeepEP internode, HybridEP) |
 | dispatcher_unavailable | failed | "DeepEP/HybridEP is not installed" (FACTS §1) |
@@ -26,6 +27,7 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | cancelled | incomplete | cancelled by a user or the scheduler before the final iteration |
 | task_exit_code | failed / ok_with_warning | ``srun: error: node: task k: Exited with exit code c`` or a non-zero scheduler exit code |
 | hang_at_exit | ok_with_warning | final iteration reached (and ``[after training is done]``), then a time-limit/cancel kill (C08) |
+| slowdown | ok_with_warning | complete, but the last quarter's step time is >= 2x the first's (analysis.judge.health) |
 | dispatcher_fallback | invalid_variant | flex backend requested, alltoall ran (``Falling back to alltoall.`` or effective config) (C05) |
 | label_mismatch | invalid_variant | requested != effective (effective_config.json, log config dump), outside ``allow_adjust`` (C03) |
 | incomplete | incomplete | the log stops before the final iteration with no error, whatever the scheduler says (C08) |
@@ -96,6 +98,23 @@ PRIORITY = (
     "cancelled",
     "task_exit_code",
 )
+# reasons a verdict gives outside the priority order: a run that never ran, ended well with a warning, or says
+# nothing of a failure
+OUTCOME_REASONS = ("not_run", "hang_at_exit", "slowdown", "incomplete", "unrecognized_log", "logs_unavailable",
+                   "insufficient_iterations")
+# catalogue findings that never become a run's reason: evidence only
+EVIDENCE_ONLY = frozenset({"memory_limit_warning", "slurm_rpc_error"})
+
+
+def vocabulary() -> tuple[str, ...]:
+    """Every reason a verdict can give (``runs[].reason``, docs/CONTRACTS.md §4 and docs/REPORT.md are tested
+    against it): PRIORITY in its order, ``killed_by_signal:<SIG>`` for the signals (its name is the signal's), then
+    OUTCOME_REASONS."""
+    failures = tuple("killed_by_signal:<SIG>" if r == "killed_by_signal" else r for r in PRIORITY
+                     if r != "_hard_signal")
+    return failures + OUTCOME_REASONS
+
+
 # the retriable flag follows the reason's catalogue family (analysis.logs.signatures.FAMILIES)
 RETRIABLE = frozenset(r for r in PRIORITY if catalogue.retriable(r))
 # exceptions that only echo a failure elsewhere (torchrun's agent, c10d after an abort)
