@@ -13,10 +13,11 @@ from analysis.judge.classify import EVIDENCE_ONLY, PRIORITY
 from analysis.logs import catalogue
 
 REPO = Path(__file__).resolve().parents[2]
+CONTRACT = REPO / "docs" / "CONTRACTS.md"  # docs/CONTRACTS.md §4: the reasons between its markers
 
 
 def _contract_reasons() -> list[str]:
-    text = (REPO / "docs" / "CONTRACTS.md").read_text()
+    text = CONTRACT.read_text()
     block = text.split("<!-- reasons -->", 1)[1].split("<!-- /reasons -->", 1)[0]
     return re.findall(r"`([a-z_]+(?::<SIG>)?)`", block)
 
