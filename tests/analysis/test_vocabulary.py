@@ -11,13 +11,13 @@ from pathlib import Path
 from analysis.judge import vocabulary
 from analysis.judge.classify import EVIDENCE_ONLY, PRIORITY
 from analysis.logs import catalogue
+from tests.docs.test_citations import _section
 
 REPO = Path(__file__).resolve().parents[2]
-CONTRACT = REPO / "docs" / "CONTRACTS.md"  # docs/CONTRACTS.md §4: the reasons between its markers
 
 
 def _contract_reasons() -> list[str]:
-    text = CONTRACT.read_text()
+    text = _section("CONTRACTS.md", "4")  # the reasons between its markers
     block = text.split("<!-- reasons -->", 1)[1].split("<!-- /reasons -->", 1)[0]
     return re.findall(r"`([a-z_]+(?::<SIG>)?)`", block)
 
