@@ -64,7 +64,7 @@ _CONTEXT_REASONS = frozenset({"flex_kernel_assertion", "flex_kernel_error", "ass
 # wrappers whose text may carry the real cause (analysis.logs.codes): the cause becomes a finding of its own and the
 # wrapper its consequence (``caused_by``, read by analysis.judge.timeline.order)
 _WRAPPERS = frozenset({"nccl_error", "flex_kernel_error", "nvshmem_init", "cuda_error", "dispatcher_unavailable"})
-_LAUNCH_LAYERS = (("pyxis", "pyxis"), ("enroot", "enroot"), ("spank", "spank"), ("prolog", "prolog"),
+_LAUNCH_LAYERS = (("spank", "spank"), ("pyxis", "pyxis"), ("enroot", "enroot"), ("prolog", "prolog"),
                   ("epilog", "epilog"), ("execve", "exec"), ("launch", "srun"))
 
 

@@ -34,7 +34,7 @@ CUDA: dict[int, tuple[str, str, str]] = {
     719: ("cudaErrorLaunchFailure", "unspecified launch failure", "cuda_error"),
     999: ("cudaErrorUnknown", "unknown error", "cuda_error"),
 }
-_BY_STRING = {text: (code, reason) for code, (_, text, reason) in CUDA.items()}
+_BY_STRING = {text.lower(): (code, reason) for code, (_, text, reason) in CUDA.items()}
 _BY_NAME = {name.lower(): code for code, (name, _, _) in CUDA.items()}
 _BY_NAME.update({"cuda_error_out_of_memory": 2, "cuda_error_illegal_address": 700, "cuda_error_assert": 710,
                  "cuda_error_launch_failed": 719, "cuda_error_ecc_uncorrectable": 214,
