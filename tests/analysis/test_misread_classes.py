@@ -279,3 +279,15 @@ def test_a_bare_device_assert_is_attributed_by_its_condition(layout, condition, 
                                                        f"{p}RuntimeError: CUDA error: device-side assert triggered"]
     expect = Expectation(requested={"dispatcher": dispatcher}) if dispatcher else None
     assert judge(lines, expect=expect).reason == reason
+
+
+@pytest.mark.parametrize("wait_s", [32, 62, 120])
+def test_srun_teardown_lines_count_only_after_a_task_failure(wait_s):
+    abort = f"srun: Job step aborted: Waiting up to {wait_s} seconds for job step to finish."
+    killed = iters("srun", 40, 900) + [
+        f"slurmstepd: error: *** STEP 9.0 ON gpu-u1 CANCELLED AT {slurm(45)} DUE TO TIME LIMIT ***", abort,
+        "srun: error: gpu-u1: tasks 0-7: Terminated"]
+    assert "srun_teardown" not in judge(killed).flags
+    failed = iters("srun", 10, 900) + ["srun: error: gpu-u1: task 5: Exited with exit code 1", abort,
+                                       "srun: Terminating StepId=9.0"]
+    assert "srun_teardown" in judge(failed).flags
