@@ -103,7 +103,7 @@ PRIORITY = (
 OUTCOME_REASONS = ("not_run", "hang_at_exit", "slowdown", "incomplete", "unrecognized_log", "logs_unavailable",
                    "insufficient_iterations")
 # catalogue findings that never become a run's reason: evidence only
-EVIDENCE_ONLY = frozenset({"memory_limit_warning", "slurm_rpc_error"})
+EVIDENCE_ONLY = frozenset({"memory_limit_warning", "slurm_rpc_error", "nvshmem_config"})
 
 
 def vocabulary() -> tuple[str, ...]:

@@ -22,7 +22,8 @@ Ordering (:func:`order`):
 
 1. Static reasons (configuration, payload, label problems) are not events: they keep their priority.
 2. A failure with its own stamp that training outlived (it is older than the last iteration line by more than
-   the window) was not fatal: it stays a flag.
+   the window), or whose every line was printed before the first of several iteration lines, was not fatal: it
+   stays a flag.
 3. A waiting failure (NCCL watchdog, NCCL error, dispatcher timeout: each reports a peer that did not answer) is
    a consequence of any other failure between ``t - T - window`` and ``t + window``, where ``t`` is when it fired
    and ``T`` its collective timeout (``Timeout(ms)=600000``; the watchdog fires ``T`` after the stuck collective
@@ -81,6 +82,7 @@ CUDA_CAUSES = ("cuda_oom", "cuda_error", "hardware_failure", "assertion", "flex_
 # that starts it is read instead)
 LATE_STOPS = frozenset({"preempted", "node_failure", "slurm_time_limit"})
 SLURMD_TIMEOUT_S = 300.0
+OUTLIVED_ITERATIONS = 3  # iteration lines after a failure's every line: training outlived it
 KILL_WAIT_S = 30.0
 
 _GLOG = re.compile(r"(?:^|[\[\s:])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?[\s\]]")
@@ -255,13 +257,17 @@ def _matches_rank(e: Event, rank: int | None, local: int | None) -> bool:
 def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict[str, dict[str, Any]],
           rank_key: Callable[[str], int], *, last_iteration_time: float | None = None,
           last_iteration_offset: int | None = None, root: dict[str, Any] | None = None,
-          window_s: float = WINDOW_S, step_s: float = 0.0) -> tuple[list[str], Timeline]:
+          window_s: float = WINDOW_S, step_s: float = 0.0, first_iteration_offset: int | None = None,
+          iterations: int = 0) -> tuple[list[str], Timeline]:
     """Order ``failures`` (reasons, any order) so that the first is the primary reason (module docstring, rules
     1-5), and the timeline of that order.
 
     ``events``: reason -> its events (:func:`events_of`); ``details``: reason -> its details (timeouts);
     ``rank_key``: the class priority (lower first); ``last_iteration_time`` / ``_offset``: the last iteration
-    line's time and offset; ``root``: torchrun's root-cause record (``rank``, ``local_rank``); ``step_s``: the
+    line's time and offset; ``first_iteration_offset`` and ``iterations``: where the first iteration line is and
+    how many were logged (every line of a failure printed before the first of at least OUTLIVED_ITERATIONS
+    iteration lines was outlived: collectives keep the ranks within a step of each other, so training could not
+    run on past a fatal error, and a line appears in the bytes no earlier than it was written); ``root``: torchrun's root-cause record (``rank``, ``local_rank``); ``step_s``: the
     median step (s), which widens the window when steps are long. Never raises; with no failures it returns
     ([], a timeline without a cause).
     """
@@ -284,6 +290,10 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
             if (e is not None and e.source == "stamp" and e.time is not None and last_iteration_offset is not None
                     and e.offset < last_iteration_offset and e.time < last_iteration_time - window):
                 demoted[r] = "outlived"
+    if first_iteration_offset is not None and iterations >= OUTLIVED_ITERATIONS:
+        for r in live:
+            if events.get(r) and all(e.offset < first_iteration_offset for e in events[r]):
+                demoted.setdefault(r, "outlived")
     if not live:
         return static, Timeline(_cause_event(events.get(static[0], []), root), tuple(
             e for e in (first[r] for r in static[1:]) if e is not None), window, demoted)
@@ -687,5 +697,6 @@ def read(log: ParsedLog, found: dict[str, _Finding], ctx: lc.LaunchContext, *, s
     failures, chain = order(
         [r for r in found if priority(r.split(":", 1)[0])], evs, {r: f.details for r, f in found.items()}, rank_key,
         last_iteration_time=stamp(log.last_timestamp or "", clock.year),
-        last_iteration_offset=log.last_iteration_offset, root=root, step_s=(median_step_ms or 0) / 1000.0)
+        last_iteration_offset=log.last_iteration_offset, root=root, step_s=(median_step_ms or 0) / 1000.0,
+        first_iteration_offset=log.first_iteration_offset, iterations=len(log.series))
     return failures, chain, flags

@@ -97,6 +97,11 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"|unspecified launch failure)|(?:illegal memory access|illegal address|misaligned address|device-side assert"
      r"|unspecified launch failure).*" + _DISP,
      "deepseek-ai/DeepEP issues 205, 283 (illegal memory access in internode dispatch)"),
+    # NVSHMEM's settings dump (NVSHMEM_INFO=1: "NVSHMEM_ENABLE_ERROR_CHECKS false (type: bool, default: false)"):
+    # option names, not errors (first entry wins, so it comes before nvshmem_init)
+    ("dispatcher_kernel", "nvshmem_config", ("(type: ",),
+     r"NVSHMEM_\w+ .*\(type: \w+, default: ",
+     "NVSHMEM env info dump (nvshmem src/host/util/env_vars, printed with NVSHMEM_INFO=1); DeepEP issue 289"),
     ("dispatcher_kernel", "nvshmem_init", ("nvshmem",),
      r"(?i)nvshmem\w*.*(?:error|fail|abort)|(?:error|fail).*nvshmem",
      "NVSHMEM bootstrap (nvshmemi_bootstrap, nvshmem_init) as DeepEP internode / HybridEP report it"),

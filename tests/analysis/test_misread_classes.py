@@ -291,3 +291,16 @@ def test_srun_teardown_lines_count_only_after_a_task_failure(wait_s):
     failed = iters("srun", 10, 900) + ["srun: error: gpu-u1: task 5: Exited with exit code 1", abort,
                                        "srun: Terminating StepId=9.0"]
     assert "srun_teardown" in judge(failed).flags
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_nvshmems_settings_dump_and_init_warnings_are_no_failure(layout):
+    p = pre(layout, 0)
+    dump = [f"{p}NVSHMEM_ENABLE_ERROR_CHECKS false (type: bool, default: false)",
+            f"{p}NVSHMEM_DISABLE_CUDA_VMM false (type: bool, default: false)",
+            f"{p}gpu-v1:88:99 [0] misc/socket.cc:484 NCCL WARN Could not find real path of /sys/class/net/ib7"]
+    oom = [f"{p}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB."]
+    assert judge(dump + oom).reason == "cuda_oom"  # died at start-up: the dump is no NVSHMEM error
+    assert judge(dump + iters(layout, 12, 60) + oom).reason == "cuda_oom"  # training outlived the warning
+    done = dump + iters(layout, 30, 30) + [f"{p}[after training is done] datetime: {stamp(31)}"]
+    assert judge(done).status == "ok"
