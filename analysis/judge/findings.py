@@ -65,7 +65,8 @@ _CONTEXT_REASONS = frozenset({"flex_kernel_assertion", "flex_kernel_error", "ass
 # wrapper its consequence (``caused_by``, read by analysis.judge.timeline.order)
 _WRAPPERS = frozenset({"nccl_error", "flex_kernel_error", "nvshmem_init", "cuda_error", "dispatcher_unavailable"})
 _LAUNCH_LAYERS = (("spank", "spank"), ("pyxis", "pyxis"), ("enroot", "enroot"), ("prolog", "prolog"),
-                  ("epilog", "epilog"), ("execve", "exec"), ("launch", "srun"))
+                  ("epilog", "epilog"), ("execve", "exec"), ("command not found", "exec"), ("launch", "srun"),
+                  ("create step", "srun"), ("allocate resources", "srun"), (": line ", "exec"))
 
 
 def _in_dispatcher(markers: Sequence[Marker], m: Marker, frames: int = 3, window: int = 16384) -> bool:

@@ -64,11 +64,18 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("launch", "launch_failure", ("prolog", "epilog"),
      r"(?i)\b(?:job |task )?(?:prolog|epilog)(?:_slurmctld)?\b.{0,40}\b(?:failed|error)\b",
      "SchedMD/slurm src/common/slurm_errno.c (ESLURMD_PROLOG_FAILED 'Job prolog failed', ESLURMD_EPILOG_FAILED)"),
-    ("launch", "launch_failure", ("execve(): ", "task launch for ", "application launch failed"),
+    ("launch", "launch_failure", ("execve(): ", "task launch for ", "application launch failed",
+                                  "unable to create step", "unable to allocate resources", "command not found",
+                                  "no such file or directory", "permission denied"),
      r"execve\(\): .*: (?:No such file or directory|Permission denied|Exec format error)"
-     r"|Task launch for StepId=\S+ failed on node|Application launch failed",
+     r"|Task launch for StepId=\S+ failed on node|Application launch failed"
+     r"|(?:srun|sbatch|salloc): error: Unable to (?:create step for job|allocate resources)"
+     r"|(?:\b(?:bash|sh|zsh)|\S*slurm_script|\S+\.sh)(?:: line \d+)?: (?:\S*/)?(?:python[\d.]*|torchrun|srun|nsys"
+     r"|\S+\.(?:sh|py)): "
+     r"(?:command not found|No such file or directory|Permission denied)",
      "SchedMD/slurm src/slurmd/slurmstepd/exec (execve(): %s: %m), src/srun/launch ('Task launch for StepId=%s "
-     "failed on node %s: %s', 'Application launch failed: %s')"),
+     "failed on node %s: %s', 'Application launch failed: %s', 'Unable to create step for job %u: %m'); "
+     "bash ('<name>: command not found') for the job script's own command"),
     # slurmstepd's and srun's own RPC errors while a step ends (a controller or srun already gone): no failure of
     # the run, and no NCCL error (first entry wins, so they come before the network family's "connection refused")
     ("launch", "slurm_rpc_error", ("failed to send message_", "slurm_receive_msg", "connection refused",
