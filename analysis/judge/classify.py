@@ -38,9 +38,9 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 Severity and phase (analysis.judge.phase): error-level findings rank before warning-level ones; warning-level findings
 after the final iteration of a complete run are teardown noise (flag ``teardown_noise``, the run stays ok).
 
-Secondary flags: the other reasons seen, plus ``retriable`` (dispatcher/NCCL timeouts), ``after_training_done``,
-``teardown_noise``,
-``throughput_not_logged``, ``damaged_lines``, ``restarted``, ``adjusted:<field>``, ``scheduler_<state>``.
+Secondary flags: the other reasons seen, plus ``retriable`` (the primary reason's family is: network, dispatcher
+timeout, hardware, preemption; read from the cause inside a wrapper, analysis.logs.codes), ``slowdown``,
+``after_training_done``, ``teardown_noise``, ``throughput_not_logged``, ``damaged_lines``, ``restarted``, ``adjusted:<field>``, ``scheduler_<state>``.
 """
 
 from __future__ import annotations
