@@ -281,7 +281,8 @@ def slowdown(series: IterationSeries) -> HealthFinding | None:
     """``slowdown`` when the step time of the run's last quarter stands at >= SLOWDOWN_FACTOR x its earlier stable
     level (the median of the first quarter after the warm-up, max(3, 10%) iterations as in analysis.measure.stats),
     both over at least SLOWDOWN_MIN_ROWS logged lines; None otherwise. A median over a quarter of the run ignores
-    spikes: only a level that moved and stayed counts (a straggler node, thermal throttling, a leak that grows)."""
+    spikes: only a level that moved and stayed counts (a straggler node, thermal throttling, a leak that grows).
+    Compared per sample where the global batch size is logged (a batch-size ramp-up is no slowdown)."""
     keep = np.isfinite(series.step_ms) & (series.step_ms > 0)
     if series.partial is not None:
         keep &= ~series.partial
@@ -291,15 +292,22 @@ def slowdown(series: IterationSeries) -> HealthFinding | None:
     if quarter < SLOWDOWN_MIN_ROWS:
         return None
     ms = np.asarray(series.step_ms, np.float64)
-    early, late = float(np.median(ms[rows[:quarter]])), float(np.median(ms[rows[-quarter:]]))
-    if late < SLOWDOWN_FACTOR * early:
+    gbs = np.asarray(series.global_batch_size, np.float64)
+    # per sample where the global batch is logged: a batch-size ramp-up (Megatron's --rampup-batch-size) makes
+    # steps longer without making the run slower
+    per = np.where(gbs > 0, ms / np.where(gbs > 0, gbs, 1.0), ms)
+    if per[rows[-quarter:]].mean() < SLOWDOWN_FACTOR * per[rows[:quarter]].min():
+        return None  # cheap bound: no slowdown possible
+    e_per, l_per = float(np.median(per[rows[:quarter]])), float(np.median(per[rows[-quarter:]]))
+    if l_per < SLOWDOWN_FACTOR * e_per:
         return None
+    early, late = float(np.median(ms[rows[:quarter]])), float(np.median(ms[rows[-quarter:]]))
     it = int(series.iteration[rows[-quarter]])
     return HealthFinding(
         "slowdown", it,
         f"step time {late:.1f} ms over the last {quarter} logged iterations (from iteration {it}) is "
         f"{late / early:.3g}x its earlier level {early:.1f} ms", {"key": "step_ms", "value": late, "level": early,
-                                                                 "factor": late / early})
+                                                                 "factor": l_per / e_per})
 
 
 def series_findings(series: IterationSeries, restarts: Sequence[int] = ()) -> list[HealthFinding]:

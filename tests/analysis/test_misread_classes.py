@@ -310,3 +310,11 @@ def test_nvshmems_settings_dump_and_init_warnings_are_no_failure(layout):
     assert judge(dump + iters(layout, 12, 60) + oom).reason == "cuda_oom"  # training outlived the warning
     done = dump + iters(layout, 30, 30) + [f"{p}[after training is done] datetime: {stamp(31)}"]
     assert judge(done).status == "ok"
+
+
+def test_a_batch_size_ramp_up_is_no_slowdown():
+    """Megatron's --rampup-batch-size: longer steps for bigger batches, the same time per sample."""
+    n = 60
+    gbs = [64 if i < 20 else 128 if i < 40 else 256 for i in range(n)]
+    lines = [iteration_line(i + 1, n, step_ms=5.0 * gbs[i], gbs=gbs[i]) for i in range(n)]
+    assert judge(lines + ["[after training is done] datetime: 2026-03-09 23:00:00"]).status == "ok"
