@@ -10,7 +10,9 @@ and ``Failed to CUDA calloc <n> bytes`` (NVIDIA/nccl src/include/alloc.h, checks
 is an out-of-memory is a memory problem (not retriable), not a network one.
 
 Codes (the CUDA runtime's ``cudaError_t`` and the driver's ``CUresult`` share these values; NVSHMEM returns the
-driver's result of ``cuMemCreate``/``cuMemMap`` and its own ``nvshmemx_status``: 2 out of memory, 7 internal):
+driver's result of ``cuMemCreate``/``cuMemMap`` and its own ``nvshmemx_status``: 2 out of memory, read only from a
+heap or allocation function, since its transport code returns the internal ``nvshmemResult_t`` where 2 is a system
+error; 7 internal):
 2 out of memory -> ``cuda_oom``; 700 illegal address, 716 misaligned address, 715 illegal instruction, 719 launch
 failure, 1 invalid argument, 400 invalid resource handle -> ``cuda_error``; 710 device-side assert -> ``assertion``;
 214 uncorrectable ECC, 999 unknown error after an Xid -> ``hardware_failure`` (214 only: 999 stays ``cuda_error``).
@@ -39,7 +41,8 @@ _BY_NAME = {name.lower(): code for code, (name, _, _) in CUDA.items()}
 _BY_NAME.update({"cuda_error_out_of_memory": 2, "cuda_error_illegal_address": 700, "cuda_error_assert": 710,
                  "cuda_error_launch_failed": 719, "cuda_error_ecc_uncorrectable": 214,
                  "cuda_error_misaligned_address": 716, "cuda_error_illegal_instruction": 715})
-# nvshmemx_status (nvshmem include/non_abi/nvshmemx_error.h): its own codes where no CUDA call is named
+# nvshmemx_status (nvshmem include/non_abi/nvshmemx_error.h, NVSHMEM 3.x: SUCCESS 0, INVALID_VALUE 1,
+# OUT_OF_MEMORY 2, ...): its own codes where no CUDA call is named
 NVSHMEM: dict[int, tuple[str, str | None]] = {
     1: ("NVSHMEMX_ERROR_INVALID_VALUE", None), 2: ("NVSHMEMX_ERROR_OUT_OF_MEMORY", "cuda_oom"),
     3: ("NVSHMEMX_ERROR_NOT_SUPPORTED", None), 4: ("NVSHMEMX_ERROR_SYMMETRY", None),
@@ -54,6 +57,9 @@ _CUDA_WITH = re.compile(r"\bcuda failed with (?P<text>[a-z][\w ,-]+?)\s*$|\bCUDA
 _ALLOC = re.compile(r"Failed to CUDA (?:calloc|malloc|host alloc|cuMem\w+)|\bcuMem(?:Create|Alloc|Map)\w* failed",
                     re.I)
 _STATUS = re.compile(r"non-zero status: (?P<status>-?\d+)(?: (?P<call>\w+) failed)?")
+# NVSHMEM's transport code returns its internal nvshmemResult_t (2: system error) through the same macro: a status 2
+# is read as out of memory only from a heap or allocation function
+_MEMORY_CALL = re.compile(r"heap|alloc|malloc|mem", re.I)
 _NAME = re.compile(r"\b(?P<name>cudaError\w+|CUDA_ERROR_\w+)\b")
 
 
@@ -104,7 +110,7 @@ def decode(text: str) -> Cause | None:
         if s.group("call") and s.group("call").startswith("cu") and status in CUDA:
             return Cause(CUDA[status][2], status, CUDA[status][1], "nvshmem")
         reason = NVSHMEM.get(status, ("", None))[1]
-        if reason is not None:
+        if reason is not None and _MEMORY_CALL.search(s.group("call") or ""):
             return Cause(reason, status, NVSHMEM[status][0], "nvshmem")
     w = _CUDA_WITH.search(text)
     if w is not None:

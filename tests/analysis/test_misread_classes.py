@@ -318,3 +318,8 @@ def test_a_batch_size_ramp_up_is_no_slowdown():
     gbs = [64 if i < 20 else 128 if i < 40 else 256 for i in range(n)]
     lines = [iteration_line(i + 1, n, step_ms=5.0 * gbs[i], gbs=gbs[i]) for i in range(n)]
     assert judge(lines + ["[after training is done] datetime: 2026-03-09 23:00:00"]).status == "ok"
+
+
+def test_an_nvshmem_status_2_outside_the_heap_is_no_oom():
+    """NVSHMEM's transport code returns nvshmemResult_t through the same macro, where 2 is a system error."""
+    assert decode("/sw/nvshmem/src/host/transport/transport.cpp:400: non-zero status: 2 connect EPS failed") is None
