@@ -9,10 +9,11 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from contracts.procfs import process_alive
+from contracts.procfs import process_alive, read_stat
 from launchers.procs import SUBMITTER_ENV, submitter_marker, submitters, wait_for_submitters
 
 # a "conductor" that starts a child with the sweep's marker, as launchers.submit does, prints the child's pid and
@@ -43,7 +44,9 @@ def _orphan(state_dir, argv, new_session=False) -> int:
     out = subprocess.run([sys.executable, "-c", CONDUCTOR, str(state_dir), json.dumps(argv), "1" if new_session else "0"],
                          capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
     pid = int(out.stdout.split()[0])
-    time.sleep(0.3)
+    end = time.monotonic() + 20  # until the child has exec'd its program (a loaded machine may take a while)
+    while time.monotonic() < end and getattr(read_stat(pid), "comm", None) != Path(argv[0]).name[:15]:
+        time.sleep(0.02)
     return pid
 
 
