@@ -211,6 +211,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
     signal = _asked_signal(manifest.cluster_config)
     held = fixed_cost.held_times(sd.conductor_json)
     costs: list[fixed_cost.FixedCost | None] = []
+    sizes: list[int | None] = []  # each attempt's GPUs (world size), for its GPU-seconds
     for entry in manifest.variants:
         v = entry.variant
         try:
@@ -256,6 +257,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, held=held.get(ref.task),
                             **common)
             costs.append(fixed_cost.FixedCost.from_json(r.fixed_cost))
+            sizes.append(r.config.world_size)
             if breakdown:
                 r = _replace(r, step_breakdown=breakdown)
             hours = gpu_hours_of(manifest, v.name, a)
@@ -270,6 +272,10 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
                              + (f": {r.reason})" if r.reason else ")"))
     design_doc = manifest.design or None
     design = Design.from_manifest(design_doc, options.practical_threshold)
+    if design.adaptive and design.prior is None:
+        design = _replace(design, prior=nightly_prior(manifest, notes))
+        if design.prior is not None and design_doc is not None:
+            design_doc = {**design_doc, "noise_prior": design.prior.to_json()}
     comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed,
                               design=design)
     if not any(r.role == "baseline" for r in runs):
@@ -280,8 +286,37 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
 
     bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
     gpu_time = fixed_cost.total(costs)
+    gpu_json = gpu_time.to_json() if gpu_time else None
+    cost = fixed_cost.verdict_cost(((c.held_s if c else None, g) for c, g in zip(costs, sizes, strict=True)),
+                                   [c.verdict for c in comparisons])
+    if gpu_json is not None and cost is not None:
+        gpu_json["verdicts"] = cost
     return Summary(_sweep_info(manifest, runs), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
-                   tuple(drift(runs)), design_doc, gpu_time.to_json() if gpu_time else None, bound)
+                   tuple(drift(runs)), design_doc, gpu_json, bound)
+
+
+def nightly_prior(manifest: Manifest, notes: list[str]) -> Any:
+    """The run-to-run noise prior of a ``repeats=auto`` sweep with ``history.enabled``: learnt from the history's
+    earlier sweeps of the same series (preset, model, cluster, container; :func:`analysis.history.api.noise_prior`).
+    None without history, or when it has too few earlier sweeps; a history that cannot be read adds a note."""
+    hist = (manifest.config or {}).get("history") or {}
+    if not hist.get("enabled") or not hist.get("url"):
+        return None
+
+    def name(v: Any) -> str:
+        return str(v.get("name") if isinstance(v, dict) else v or "")
+
+    try:
+        from analysis.history import Series, password_from_env
+        from analysis.history.api import noise_prior
+
+        series = Series(preset=name(manifest.name), model=name(manifest.model), cluster=name(manifest.cluster),
+                        container=name((manifest.container or {}).get("name") if isinstance(manifest.container, dict)
+                                       else ""))
+        return noise_prior(password_from_env(str(hist["url"])), series, before=manifest.sweep_id)
+    except Exception as e:  # the verdicts stand without a prior; the report says why it is missing
+        notes.append(f"no nightly noise prior: the history could not be read ({type(e).__name__}: {e})")
+        return None
 
 
 def gpu_hours_of(manifest: Manifest, variant: str, attempt: Any) -> dict[str, Any] | None:

@@ -255,6 +255,11 @@ def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, toler
         if base_name is None or base_name not in names:
             continue
         base_runs = [r for r in members if r.variant == base_name]
+        group_design = design
+        if design is not None and design.adaptive:  # repeats=auto: the run-level noise pooled over the group's arms
+            from analysis.pooled import group_noise
+
+            group_design = replace(design, noise=group_noise(members, base_name, design.prior))
         mine: list[Comparison] = []
         for name in names:
             if name == base_name:
@@ -262,7 +267,7 @@ def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, toler
             var_runs = [r for r in members if r.variant == name]
             c = compare_variant(base_runs, var_runs, baseline=base_name, variant=name,
                                 group={} if baseline else dict(var_runs[0].group), tolerance=tolerance,
-                                n_boot=n_boot, seed=seed, design=design)
+                                n_boot=n_boot, seed=seed, design=group_design)
             mine.append(replace(c, control=True) if var_runs[0].role == "control" else c)
         out.extend(mark_doubtful(mine))
     return tuple(out)

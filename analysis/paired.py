@@ -5,7 +5,8 @@ the repeat index of a run is its block index. For each block where both the arm 
 r_b = baseline median step (ms) / arm median step (ms) -- the ratio of the two runs' medians in the same block, so
 drift between blocks cancels. The speedup is exp(mean(log r_b)) (a geometric mean of the block ratios) with the 95%
 Student-t interval of mean(log r_b) over the blocks (method ``paired_blocks_t``); the verdict comes from
-:mod:`analysis.sequential` (fixed design, or the adaptive design's first decision). The baseline's median in each
+:mod:`analysis.sequential` (fixed design) or, in ``repeats=auto``, from :mod:`analysis.pooled` (the group's pooled
+run-level noise and the nightly prior; interval method ``pooled_blocks_t``: the moderated t interval). The baseline's median in each
 block is the sweep's drift (``drift`` in summary.json).
 """
 
@@ -14,11 +15,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis.options import PRACTICAL_THRESHOLD
 from analysis.results import RunResult, Speedup
+
+if TYPE_CHECKING:
+    from analysis.pooled import GroupNoise, NoisePrior
 
 # scipy (via analysis.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
 # loose logs without blocks never needs
@@ -35,13 +40,17 @@ class Design:
     max_blocks: int = 0
     practical_threshold: float = PRACTICAL_THRESHOLD
     alpha: float = 0.05
+    prior: NoisePrior | None = None  # the series' run-to-run noise learnt from past nights (analysis.pooled)
+    noise: GroupNoise | None = None  # the group's pooled noise, set per group by analysis.compare.compare_all
 
     @classmethod
     def from_manifest(cls, design: dict | None, threshold: float = PRACTICAL_THRESHOLD) -> Design:
+        from analysis.pooled import NoisePrior
+
         d = design or {}
         return cls(adaptive=d.get("repeats") == "auto", max_blocks=int(d.get("max_blocks") or 0),
                    practical_threshold=float(d.get("practical_threshold", threshold)),
-                   alpha=float(d.get("alpha", 0.05)))
+                   alpha=float(d.get("alpha", 0.05)), prior=NoisePrior.from_json(d.get("noise_prior")))
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,11 @@ def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup,
 
     logs = [math.log(p.ratio) for p in pairs]
     speedup = paired_speedup(logs)
+    if design.adaptive and design.max_blocks and design.noise is not None:
+        from analysis.pooled import pooled_speedup, pooled_verdict
+
+        res = pooled_verdict(logs, design.noise, design.max_blocks, design.practical_threshold, design.alpha)
+        return pooled_speedup(logs, res, CONFIDENCE), verdict_name(res.state), res.to_json()
     if design.adaptive and design.max_blocks:
         seq = sequential_verdict(logs, design.max_blocks, design.practical_threshold, design.alpha)
         verdict = verdict_name(seq.state)

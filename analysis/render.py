@@ -139,6 +139,12 @@ def gpu_time_blocks(summary: Summary) -> list[Block]:
         blocks.append(Block("p", f"GPU time measuring steps: {100 * share:.1f}% ({_f(g.get('steps_s'))} s of steady "
                                  f"steps in {_f(g.get('held_s'))} s that {g.get('runs')} run(s) held their GPUs; "
                                  "the rest is each run's fixed cost, paid again by every run)."))
+    cost = g.get("verdicts")
+    if cost:
+        per = cost.get("gpu_s_per_decided")
+        blocks.append(Block("p", f"GPU-seconds per decided verdict: {'-' if per is None else _f(per)} "
+                                 f"({_f(cost.get('gpu_s'))} GPU-s held by every run, fixed cost included, for "
+                                 f"{cost.get('decided')} decided of {cost.get('verdicts')} verdict(s))."))
     rows = []
     for r, fc in runs:
         pct = fc.get("steps_share")

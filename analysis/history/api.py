@@ -196,3 +196,22 @@ def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None
     if not sections:
         raise HistoryInputError(f"no night of {', '.join(map(str, chosen))} is on or before {night}")
     return render_trend_page(sections, Path(out_html))
+
+
+def noise_prior(url: str, series: Series, *, before: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+    """The prior on the run-to-run noise of ``series`` learnt from its sweeps recorded before the sweep ``before``
+    (a sweep id; sweeps created earlier, that one excluded): :func:`analysis.pooled.prior_from_rows` over their
+    timed runs. None when the history does not exist, has no such series, or too few sweeps with blocks.
+
+    Raises HistoryError subclasses for a database that exists but cannot be read."""
+    from analysis.pooled import prior_from_rows
+
+    with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
+        this = store.sweep(before)
+        sweeps = [r for r in store.sweep_rows(series) if r["sweep_id"] != before
+                  and (this is None or r["created"] <= this["created"])]
+        wanted = {r["sweep_id"] for r in sweeps}
+        rows = [dict(r) | {"ok": r["status"] in TIMED_STATUSES} for r in store.run_rows(series)
+                if r["sweep_id"] in wanted]
+    rank = {r["sweep_id"]: i for i, r in enumerate(sweeps)}
+    return prior_from_rows(sorted(rows, key=lambda r: rank[r["sweep_id"]]))
