@@ -248,7 +248,8 @@ def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
         "container": {k: prof.versions()[k] for k in ("name", "image", "torch", "transformer_engine",
                                                        "megatron_core", "megatron_bridge", "deep_ep")},
         "env": mask_env(job.env, job.cluster.secret_env),
-        "payload": {"train_iters": payload.get("train_iters") or 30, "seed": payload.get("seed", 1234),
+        "payload": {"train_iters": payload.get("train_iters") or 30, **_auto_iters(payload),
+                    "seed": payload.get("seed", 1234),
                     "hold_s": payload.get("hold_s", 0), "hold_at": payload.get("hold_at", "end"),
                     "log_interval": 1, "profile": plan.cfg.get("profile") is True},
         "allow_adjust": list(v.allow_adjust),
@@ -394,3 +395,13 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
         scripts.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return files
+
+
+def _auto_iters(payload: dict[str, Any]) -> dict[str, Any]:
+    """The cap and precision of ``payload.train_iters=auto`` (experiments/payload/auto_iters.py), else nothing."""
+    if payload.get("train_iters") != "auto":
+        return {}
+    from experiments.payload.auto_iters import DEFAULT_MAX_ITERS, DEFAULT_PRECISION
+
+    return {"max_iters": payload.get("max_iters") or DEFAULT_MAX_ITERS,
+            "precision": payload.get("precision") or DEFAULT_PRECISION}
