@@ -16,21 +16,26 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis import fixed_cost
-from analysis.classify import Expectation, SchedulerInfo, classify
-from analysis.compare import backend_rates, compare_all
 from analysis.files import read_json
-from analysis.labels import label_from_name
+from analysis.judge import Expectation, SchedulerInfo, classify, label_from_name
+from analysis.logs import group_restart_files, parse_files, restart_key
+from analysis.measure import (
+    Design,
+    RunConfig,
+    RunResult,
+    Summary,
+    backend_rates,
+    compare_all,
+    compute_stats,
+    drift,
+    fixed_cost,
+    load_or_summarize,
+)
 from analysis.options import Options, UsageError
-from analysis.paired import Design, drift
-from analysis.parse import group_restart_files, parse_files, restart_key
-from analysis.profile_breakdown import load_or_summarize
-from analysis.results import RunConfig, RunResult, Summary
-from analysis.stats import compute_stats
 from contracts.atomic import write_json
 from contracts.errors import ManifestError
 from contracts.manifest import Manifest
@@ -79,7 +84,7 @@ def analyze_run(
     """Parse, measure and classify one attempt (files in restart order). Never raises for bad log content.
 
     ``held``: (launched, ended) epoch s of the attempt from the conductor (``conductor.json``), for the split of its
-    GPU time (:mod:`analysis.fixed_cost`)."""
+    GPU time (:mod:`analysis.measure.fixed_cost`)."""
     expect = expect or Expectation()
     log = parse_files(files) if files else None
     eff = (effective or {}).get("effective") or {}
@@ -194,10 +199,13 @@ def _sweep_info(manifest: Manifest, runs: list[RunResult] | tuple[RunResult, ...
 
 
 def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Options | None = None,
-                  write_run_json: bool = True, now: float | None = None) -> Summary:
+                  write_run_json: bool = True, now: float | None = None,
+                  noise_prior: Callable[[Manifest, list[str]], Any] | None = None) -> Summary:
     """Analyse a sweep folder: one RunResult per (variant, repeat) (its latest attempt), comparisons inside each
     group, per-backend failure rates. Writes ``run.json`` into every attempt folder unless ``write_run_json`` is
-    False. Raises UsageError when ``sweep_dir`` has no readable manifest.json."""
+    False. ``noise_prior(manifest, notes)``: the nightly prior on the run-to-run noise of a ``repeats=auto``
+    sweep (:func:`analysis.api.nightly_prior`; it may add a note), used when the design states none. Raises
+    UsageError when ``sweep_dir`` has no readable manifest.json."""
     options = options or Options(warmup=warmup)
     sd = SweepDir(Path(sweep_dir))
     try:
@@ -272,8 +280,8 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
                              + (f": {r.reason})" if r.reason else ")"))
     design_doc = manifest.design or None
     design = Design.from_manifest(design_doc, options.practical_threshold)
-    if design.adaptive and design.prior is None:
-        design = _replace(design, prior=nightly_prior(manifest, notes))
+    if design.adaptive and design.prior is None and noise_prior is not None:
+        design = _replace(design, prior=noise_prior(manifest, notes))
         if design.prior is not None and design_doc is not None:
             design_doc = {**design_doc, "noise_prior": design.prior.to_json()}
     comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed,
@@ -282,7 +290,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         notes.append("no baseline variant in the manifest: speedups not computed")
     if design_doc is not None:
         design_doc = {**design_doc, "blocks": manifest.blocks}
-    from analysis.bound import bound_report
+    from analysis.measure import bound_report
 
     bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
     gpu_time = fixed_cost.total(costs)
@@ -293,30 +301,6 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         gpu_json["verdicts"] = cost
     return Summary(_sweep_info(manifest, runs), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
                    tuple(drift(runs)), design_doc, gpu_json, bound)
-
-
-def nightly_prior(manifest: Manifest, notes: list[str]) -> Any:
-    """The run-to-run noise prior of a ``repeats=auto`` sweep with ``history.enabled``: learnt from the history's
-    earlier sweeps of the same series (preset, model, cluster, container; :func:`analysis.history.api.noise_prior`).
-    None without history, or when it has too few earlier sweeps; a history that cannot be read adds a note."""
-    hist = (manifest.config or {}).get("history") or {}
-    if not hist.get("enabled") or not hist.get("url"):
-        return None
-
-    def name(v: Any) -> str:
-        return str(v.get("name") if isinstance(v, dict) else v or "")
-
-    try:
-        from analysis.history import Series, password_from_env
-        from analysis.history.api import noise_prior
-
-        series = Series(preset=name(manifest.name), model=name(manifest.model), cluster=name(manifest.cluster),
-                        container=name((manifest.container or {}).get("name") if isinstance(manifest.container, dict)
-                                       else ""))
-        return noise_prior(password_from_env(str(hist["url"])), series, before=manifest.sweep_id)
-    except Exception as e:  # the verdicts stand without a prior; the report says why it is missing
-        notes.append(f"no nightly noise prior: the history could not be read ({type(e).__name__}: {e})")
-        return None
 
 
 def gpu_hours_of(manifest: Manifest, variant: str, attempt: Any) -> dict[str, Any] | None:

@@ -4,7 +4,7 @@
     summary.exit_code, summary.runs, summary.comparisons
 
 ``Options`` carries the sweep's ``analysis.*`` settings (warm-up iterations, loss tolerance as a fraction,
-bootstrap resamples) and its hang threshold (s). The result is a typed :class:`analysis.results.Summary`.
+bootstrap resamples) and its hang threshold (s). The result is a typed :class:`analysis.measure.results.Summary`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.measure import Summary
 from analysis.options import Options, UsageError
-from analysis.results import Summary
 from contracts.atomic import dumps
 from contracts.sweepdir import SweepDir
 
 if TYPE_CHECKING:  # at run time they come from __getattr__ below, on first use
-    from analysis.analyze import analyze_files, analyze_sweep, is_sweep_folder
+    from analysis.analyze import analyze_files, is_sweep_folder
 
 __all__ = ["Options", "Summary", "UsageError", "analyze_files", "analyze_sweep", "is_sweep_folder", "print_summary",
            "report_sweep", "write_report"]
@@ -51,6 +51,41 @@ def write_report(summary: Summary, out_dir: Path,
     return write_set(out_dir, files)
 
 
+def nightly_prior(manifest: Any, notes: list[str]) -> Any:
+    """The run-to-run noise prior of a ``repeats=auto`` sweep with ``history.enabled``: learnt from the history's
+    earlier sweeps of the same series (preset, model, cluster, container; :func:`analysis.history.api.noise_prior`).
+    None without history, or when it has too few earlier sweeps; a history that cannot be read adds a note to
+    ``notes`` (the verdicts stand without a prior)."""
+    hist = (manifest.config or {}).get("history") or {}
+    if not hist.get("enabled") or not hist.get("url"):
+        return None
+
+    def name(v: Any) -> str:
+        return str(v.get("name") if isinstance(v, dict) else v or "")
+
+    try:
+        from analysis.history import Series, password_from_env
+        from analysis.history.api import noise_prior
+
+        series = Series(preset=name(manifest.name), model=name(manifest.model), cluster=name(manifest.cluster),
+                        container=name((manifest.container or {}).get("name") if isinstance(manifest.container, dict)
+                                       else ""))
+        return noise_prior(password_from_env(str(hist["url"])), series, before=manifest.sweep_id)
+    except Exception as e:  # the verdicts stand without a prior; the report says why it is missing
+        notes.append(f"no nightly noise prior: the history could not be read ({type(e).__name__}: {e})")
+        return None
+
+
+def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Options | None = None,
+                  write_run_json: bool = True, now: float | None = None) -> Summary:
+    """:func:`analysis.analyze.analyze_sweep` with the nightly prior of a ``repeats=auto`` sweep
+    (:func:`nightly_prior`)."""
+    from analysis import analyze
+
+    return analyze.analyze_sweep(Path(sweep_dir), warmup, options=options, write_run_json=write_run_json, now=now,
+                                 noise_prior=nightly_prior)
+
+
 def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path | None = None,
                  write: bool = True) -> Summary:
     """Analyse a sweep folder with ``options`` and, unless ``write`` is False, write its report into ``out``
@@ -59,8 +94,6 @@ def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path |
     Raises:
         UsageError: the folder has no readable manifest, or an option is out of range.
     """
-    from analysis.analyze import analyze_sweep
-
     summary = analyze_sweep(Path(sweep_dir), options=options, write_run_json=write and out is None)
     if write:
         write_report(summary, out or SweepDir(Path(sweep_dir)).report)
@@ -88,7 +121,7 @@ def print_summary(summary: Summary, out: Path, *, show_exit_code: bool = True) -
         console.print(f"exit code {summary.exit_code}")
 
 
-_LAZY = ("analyze_files", "analyze_sweep", "is_sweep_folder")
+_LAZY = ("analyze_files", "is_sweep_folder")
 
 
 def __getattr__(name: str) -> Any:

@@ -11,20 +11,20 @@ Synthetic step times (ms), per run of ``--iters`` iterations:
   H200 baseline);
 - warm-up: the first iterations are slower (x8, x1.5, x1.1: iteration 1 took 8.2 s against 0.56 s steady);
   each run's median is taken over the iterations after the analysis' own warm-up rule
-  (``analysis.stats.default_warmup``), which drops them all, so the median of the i.i.d. steady steps is drawn from
+  (``analysis.measure.stats.default_warmup``), which drops them all, so the median of the i.i.d. steady steps is drawn from
   its exact order-statistic distribution (:func:`run_medians`; :func:`run_medians_by_steps` draws every step, and
   tests/benchmarks checks that both give the same distribution);
 - an injected true speedup s: the arm's step time is the baseline's / (1 + s).
 
 Designs (baseline A and one arm B per trial, 1 GPU, 70 s start-up per run + the steps):
 - ``sequential``: A A A A A then B B B B B, the design the interleaved blocks replace; verdict from
-  ``analysis.compare.speedup_from_run_medians`` + ``verdict_of`` (per-run medians, pooled t interval);
+  ``analysis.measure.compare.speedup_from_run_medians`` + ``verdict_of`` (per-run medians, pooled t interval);
 - ``fixed``: 5 interleaved blocks, each A and B in the order of ``experiments.blocks.block_order``; verdict from
-  ``analysis.sequential.fixed_states`` (paired t interval, TOST);
-- ``adaptive`` (``repeats=auto``): blocks until ``analysis.sequential.sequential_states`` decides or stops the arm
+  ``analysis.measure.sequential.fixed_states`` (paired t interval, TOST);
+- ``adaptive`` (``repeats=auto``): blocks until ``analysis.measure.sequential.sequential_states`` decides or stops the arm
   (looks from block 2: Kim-DeMets power-family alpha spending with a binding futility boundary per look, see that
   module), at most ``--max-blocks``;
-- ``nightly``: ``repeats=auto`` with the pooled statistic of ``analysis.pooled`` (``pooled_states``): the same
+- ``nightly``: ``repeats=auto`` with the pooled statistic of ``analysis.measure.pooled`` (``pooled_states``): the same
   difference test, and equivalence judged with a prior on the run-to-run noise learnt (``learn_prior``) from
   PAST_NIGHTS simulated past A/A nights of the same series at the same drift, so equivalence can be shown from
   block 1; ``nightly_under``: the same with a prior learnt from nights that drifted UNDER_FACTOR times less than
@@ -80,10 +80,18 @@ else:  # python benchmarks/verdicts.py: this folder is sys.path[0]
 
 harness.use_tree()  # the decision code of the tree this process runs for (this checkout, or --against's)
 
-from analysis.compare import speedup_from_run_medians, verdict_of  # noqa: E402
-from analysis.pooled import learn_prior, pooled_states  # noqa: E402
-from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states  # noqa: E402
-from analysis.stats import default_warmup  # noqa: E402
+try:
+    from analysis.measure.compare import speedup_from_run_medians, verdict_of
+    from analysis.measure.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states
+    from analysis.measure.stats import default_warmup
+except ImportError:  # a tree from before analysis/ stood in rooms
+    from analysis.compare import speedup_from_run_medians, verdict_of
+    from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states
+    from analysis.stats import default_warmup
+try:
+    from analysis.measure.pooled import learn_prior, pooled_states
+except ImportError:  # a tree from before the pooled statistic: its designs are left out
+    learn_prior = pooled_states = None
 from experiments.blocks import block_order  # noqa: E402
 
 EFFECTS = (0.0, 0.03, 0.05, 0.10)
@@ -119,7 +127,7 @@ def _median_noise(shape: tuple[int, ...], n: int, cv: float, rng: np.random.Gene
 def run_medians(factors: np.ndarray, iters: int, cv: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Median steady step (ms) and expected GPU-hours of runs whose step time is STEP_MS x ``factors`` (any shape).
 
-    The steady iterations (after ``analysis.stats.default_warmup``, which drops every slow warm-up iteration) are
+    The steady iterations (after ``analysis.measure.stats.default_warmup``, which drops every slow warm-up iteration) are
     i.i.d. log-normal, so their median is drawn from its exact distribution (:func:`_median_noise`) instead of
     drawing every step: the same model as :func:`run_medians_by_steps`, ~30x cheaper (tests/benchmarks compare the
     two). GPU-hours: (STARTUP_S + the expected sum of the steps) / 3600 per run; GPU-h/arm is a mean, which the
@@ -185,7 +193,7 @@ def block_log_ratios(effect: float, drift_pct: float, n: int, blocks: int, iters
 
 @lru_cache(maxsize=32)
 def priors(drift_pct: float, iters: int, cv: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(d0, s0^2) of PRIOR_POOL nightly priors (analysis.pooled.learn_prior), each learnt from PAST_NIGHTS simulated
+    """(d0, s0^2) of PRIOR_POOL nightly priors (analysis.measure.pooled.learn_prior), each learnt from PAST_NIGHTS simulated
     A/A nights of PAST_BLOCKS interleaved blocks at ``drift_pct``: the variance of each night's block log-ratios
     with PAST_BLOCKS - 1 degrees of freedom."""
     rng = np.random.default_rng(seed)
@@ -230,7 +238,7 @@ def simulate(design: str, effect: float, drift_pct: float, trials: int, blocks: 
 
 def _simulate_nightly(design: str, effect: float, drift_pct: float, trials: int, blocks: int, iters: int, cv: float,
                       seed: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`simulate` for the pooled statistic with a nightly prior (analysis.pooled.pooled_states)."""
+    """:func:`simulate` for the pooled statistic with a nightly prior (analysis.measure.pooled.pooled_states)."""
     past = drift_pct / (UNDER_FACTOR if design == "nightly_under" else 1.0)
     d0, s0 = priors(past, iters, cv, seed % 1000 + 7)
     orders = _orders("fixed", min(trials, ORDER_POOL), blocks, seed)
@@ -392,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{d:>7.1f} {_pct(sq, 1):>15} {_pct(fx):>15} {_pct(ad):>15} {100 * ad['p5']:>15.1f}% / "
               f"{100 * fx['p5']:.1f}% {ad['hours_per_arm'] / fx['hours_per_arm']:>14.2f}  "
               + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in met.items()))
-    print(f"\nThe pooled statistic with a nightly prior (analysis.pooled; prior from {PAST_NIGHTS} past nights of "
+    print(f"\nThe pooled statistic with a nightly prior (analysis.measure.pooled; prior from {PAST_NIGHTS} past nights of "
           f"{PAST_BLOCKS} blocks) against today's repeats=auto, by drift scale; 'prior too low': learnt from nights "
           f"that drifted {UNDER_FACTOR:g}x less than tonight:")
     print(f"{'drift %':>7} {'nightly A/A':>15} {'prior too low':>15} {'power 5% nightly / today':>25} "

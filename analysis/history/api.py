@@ -200,11 +200,11 @@ def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None
 
 def noise_prior(url: str, series: Series, *, before: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
     """The prior on the run-to-run noise of ``series`` learnt from its sweeps recorded before the sweep ``before``
-    (a sweep id; sweeps created earlier, that one excluded): :func:`analysis.pooled.prior_from_rows` over their
+    (a sweep id; sweeps created earlier, that one excluded): :func:`analysis.measure.pooled.prior_from_rows` over their
     timed runs. None when the history does not exist, has no such series, or too few sweeps with blocks.
 
     Raises HistoryError subclasses for a database that exists but cannot be read."""
-    from analysis.pooled import prior_from_rows
+    from analysis.measure import prior_from_rows
 
     with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
         this = store.sweep(before)

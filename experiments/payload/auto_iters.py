@@ -5,9 +5,9 @@ step and before the step counter advances; megatron/bridge/training/train.py 0.6
 train_iters`` loop at line 377, the callback at 497-510, the increment at 564), the rule looks at the wall time
 between consecutive step ends (ms; the first step: from its start):
 
-- warm-up: the analysis' own rule, ``analysis.stats.default_warmup(n)`` iterations dropped (the report later
+- warm-up: the analysis' own rule, ``contracts.steady.default_warmup(n)`` iterations dropped (the report later
   drops the same ones, since it applies the rule to the last logged iteration);
-- the 95% distribution-free interval of the median of the steady steps (``analysis.stats.order_statistic_ci``,
+- the 95% distribution-free interval of the median of the steady steps (``contracts.steady.median_interval``,
   the interval the report checks its bootstrap against); once at least MIN_STEADY steady steps are in and the
   interval's half-width is at most ``precision`` of the median, the run stops after this iteration, by lowering
   ``cfg.train.train_iters`` to n (the loop's own bound, so Megatron ends the loop and returns normally);
@@ -27,9 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from analysis.stats import default_warmup, order_statistic_ci
+from contracts.steady import default_warmup, median_interval
 
 MIN_STEADY = 8  # steady steps before the rule may stop a run (the report needs >= 5)
 DEFAULT_PRECISION = 0.0025  # relative half-width of the median's 95% interval
@@ -52,11 +50,11 @@ class StopRule:
     def interval(self) -> tuple[float, float, float, int] | None:
         """(median, low, high, steady count) of the steady steps so far, or None before MIN_STEADY of them."""
         n = len(self.steps_ms)
-        steady = np.asarray(self.steps_ms[default_warmup(n):])
-        if steady.size < self.min_steady:
+        steady = self.steps_ms[default_warmup(n):]
+        if len(steady) < self.min_steady:
             return None
-        lo, hi = order_statistic_ci(steady)
-        return float(np.median(steady)), lo, hi, int(steady.size)
+        med, lo, hi = median_interval(steady)
+        return med, lo, hi, len(steady)
 
     def done(self) -> bool:
         got = self.interval()

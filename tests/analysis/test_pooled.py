@@ -1,4 +1,4 @@
-"""The pooled run-level noise (analysis/pooled.py): the two-way fit, the nightly prior, the boundaries and the level."""
+"""The pooled run-level noise (analysis/measure/pooled.py): the two-way fit, the nightly prior, the boundaries and the level."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from analysis import pooled
-from analysis import sequential as seq
+import analysis.measure.pooled as pooled
+import analysis.measure.sequential as seq
 
 
 def _cells(y: np.ndarray) -> list[tuple[str, int, float]]:
@@ -107,7 +107,7 @@ def test_a_conflicting_night_drops_the_prior():
 
 class _Run:
     def __init__(self, variant, repeat, median, lo, hi):
-        from analysis.stats import StepTime
+        from analysis.measure.stats import StepTime
 
         self.variant, self.repeat, self.good = variant, repeat, True
         self.step_time = StepTime(median, median, lo, hi, 20)

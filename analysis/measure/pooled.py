@@ -51,7 +51,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from analysis import sequential as seq
+import analysis.measure.sequential as seq
 
 PRIOR_DF_MAX = 12.0  # the prior never counts for more than 12 degrees of freedom (a calm history still yields)
 PRIOR_MIN_NIGHTS = 2  # nights needed before a prior is used at all
@@ -390,15 +390,14 @@ def pooled_verdict(log_ratios: Sequence[float], noise: GroupNoise, max_blocks: i
 
 def pooled_speedup(log_ratios: Sequence[float], res: PooledResult, confidence: float = 0.95):
     """The arm's speedup exp(mean d_b) with the ``confidence`` moderated t interval exp(mean +- t_{dof} se)
-    (:class:`analysis.results.Speedup`, method ``pooled_blocks_t``); the plain paired interval over the blocks when
-    the pooled standard error is undefined."""
+    (:class:`analysis.measure.results.Speedup`, method ``pooled_blocks_t``); None when the pooled standard error is
+    undefined (the caller keeps the plain paired interval)."""
     from scipy import stats as sps
 
-    from analysis.paired import paired_speedup
-    from analysis.results import Speedup
+    from analysis.measure.results import Speedup
 
     m = float(np.mean(log_ratios))
     if not (math.isfinite(res.se) and res.dof > 0):
-        return paired_speedup(log_ratios, confidence)
+        return None
     half = float(sps.t.isf((1 - confidence) / 2, res.dof)) * res.se
     return Speedup(math.exp(m), math.exp(m - half), math.exp(m + half), "pooled_blocks_t")

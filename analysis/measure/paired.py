@@ -5,8 +5,9 @@ the repeat index of a run is its block index. For each block where both the arm 
 r_b = baseline median step (ms) / arm median step (ms) -- the ratio of the two runs' medians in the same block, so
 drift between blocks cancels. The speedup is exp(mean(log r_b)) (a geometric mean of the block ratios) with the 95%
 Student-t interval of mean(log r_b) over the blocks (method ``paired_blocks_t``); the verdict comes from
-:mod:`analysis.sequential` (fixed design) or, in ``repeats=auto``, from :mod:`analysis.pooled` (the group's pooled
-run-level noise and the nightly prior; interval method ``pooled_blocks_t``: the moderated t interval). The baseline's median in each
+:mod:`analysis.measure.sequential` (fixed design) or, in ``repeats=auto``, from :mod:`analysis.measure.pooled` (the
+group's pooled run-level noise and the nightly prior; interval method ``pooled_blocks_t``: the moderated t
+interval). The baseline's median in each
 block is the sweep's drift (``drift`` in summary.json).
 """
 
@@ -19,13 +20,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from analysis.measure.results import RunResult, Speedup
 from analysis.options import PRACTICAL_THRESHOLD
-from analysis.results import RunResult, Speedup
 
 if TYPE_CHECKING:
-    from analysis.pooled import GroupNoise, NoisePrior
+    from analysis.measure.pooled import GroupNoise, NoisePrior
 
-# scipy (via analysis.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
+# scipy (via analysis.measure.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
 # loose logs without blocks never needs
 
 CONFIDENCE = 0.95
@@ -45,7 +46,7 @@ class Design:
 
     @classmethod
     def from_manifest(cls, design: dict | None, threshold: float = PRACTICAL_THRESHOLD) -> Design:
-        from analysis.pooled import NoisePrior
+        from analysis.measure.pooled import NoisePrior
 
         d = design or {}
         return cls(adaptive=d.get("repeats") == "auto", max_blocks=int(d.get("max_blocks") or 0),
@@ -91,15 +92,15 @@ def paired_speedup(log_ratios: Sequence[float], confidence: float = CONFIDENCE) 
 
 def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup, str, dict | None]:
     """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks)."""
-    from analysis.sequential import fixed_verdict, sequential_verdict, verdict_name
+    from analysis.measure.sequential import fixed_verdict, sequential_verdict, verdict_name
 
     logs = [math.log(p.ratio) for p in pairs]
     speedup = paired_speedup(logs)
     if design.adaptive and design.max_blocks and design.noise is not None:
-        from analysis.pooled import pooled_speedup, pooled_verdict
+        from analysis.measure.pooled import pooled_speedup, pooled_verdict
 
         res = pooled_verdict(logs, design.noise, design.max_blocks, design.practical_threshold, design.alpha)
-        return pooled_speedup(logs, res, CONFIDENCE), verdict_name(res.state), res.to_json()
+        return pooled_speedup(logs, res, CONFIDENCE) or speedup, verdict_name(res.state), res.to_json()
     if design.adaptive and design.max_blocks:
         seq = sequential_verdict(logs, design.max_blocks, design.practical_threshold, design.alpha)
         verdict = verdict_name(seq.state)
