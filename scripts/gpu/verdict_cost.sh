@@ -12,9 +12,10 @@
 #   bash scripts/gpu/verdict_cost.sh mine       # the same A/A with this branch: train_iters=auto, nightly prior
 #   bash scripts/gpu/verdict_cost.sh importtime # python -X importtime of the payload's imports, both trees
 #   bash scripts/gpu/verdict_cost.sh pack       # $R (no caches) -> $OUT/verdict_cost.tgz
+# Run it from the device copy's root as: ROOT=$PWD bash .wt_gpu/scripts/gpu/verdict_cost.sh PHASE...
 set -u
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
+ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$ROOT" || exit 1
 # shellcheck disable=SC1091
 source scripts/gpu/device_env.sh || exit 1
 R=${R:-$ROOT/results/vc}
@@ -54,7 +55,7 @@ for phase in "$@"; do
   case $phase in
   today) in_tree .wt_base today "${AA[@]}" payload.train_iters=20 ;;
   seed)
-    rm -rf "$R/h200_ab_bench" && cp -r tests/e2e/fixtures/h200_blocks/ab_bench "$R/h200_ab_bench"
+    rm -rf "$R/h200_ab_bench" && cp -r "$ROOT/.wt_gpu/tests/e2e/fixtures/h200_blocks/ab_bench" "$R/h200_ab_bench"
     (cd "$ROOT/.wt_gpu" && PYTHONPATH="${GPU_SITE:-/tmp/site}:$ROOT/.wt_gpu" python3 -m analysis.report \
        "$R/h200_ab_bench" --quiet && PYTHONPATH="${GPU_SITE:-/tmp/site}:$ROOT/.wt_gpu" python3 -m analysis.history \
        record "$R/h200_ab_bench" --url "$HIST"); echo "seed rc=$?"
