@@ -178,8 +178,10 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     created = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     sweep_id = settings.sweep_id or new_sweep_id(created)
     seed = settings.block_seed if settings.block_seed is not None else derive_seed(sweep_id)
-    # a reference gate runs one block of the baselines first; the arms get their blocks when it opens
-    n_blocks = 1 if bound.get("reference_gate") else n_initial_blocks(settings.repeats, settings.max_blocks)
+    prior = _nightly_prior(settings, cfg, exp, cluster)
+    # a reference gate runs one block of the baselines first; the arms get their blocks when it opens. With a
+    # nightly prior on the run-to-run noise, one block can already show equivalence (analysis/measure/pooled.py)
+    n_blocks = 1 if bound.get("reference_gate") or prior else n_initial_blocks(settings.repeats, settings.max_blocks)
     blocks = plan_blocks(exp.variants, n_blocks, seed)
     runs = tuple((n, b["index"]) for b in blocks for n in b["order"])
     hours = _estimate_hours(exp, [n for n, _ in runs], exp.variants, n_blocks)
@@ -198,6 +200,8 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
                         run_gpu_hours={v.name: round(per_run[v.name], 6) for v in exp.variants
                                        if v.status != "pruned"},
                         seed_source="block_seed" if settings.block_seed is not None else "sweep_id")
+    if prior is not None:
+        design["noise_prior"] = prior.to_json()
     out = Path(settings.output_dir) if settings.output_dir else Path(settings.results_root) / exp.preset.name / sweep_id
     check_writable(out)
     sha, dirty = git_state()
@@ -405,3 +409,19 @@ def _auto_iters(payload: dict[str, Any]) -> dict[str, Any]:
 
     return {"max_iters": payload.get("max_iters") or DEFAULT_MAX_ITERS,
             "precision": payload.get("precision") or DEFAULT_PRECISION}
+
+
+def _nightly_prior(settings: SweepSettings, cfg: dict[str, Any], exp: Expansion, cluster: Any) -> Any:
+    """The series' noise prior for a ``repeats=auto`` sweep with the history on (``analysis.api.series_prior``:
+    learnt from the earlier sweeps of the same preset, model, cluster and container), else None. A history that
+    cannot be read leaves the sweep without a prior (the analysis says so), never stops the plan."""
+    hist = cfg.get("history") or {}
+    if settings.repeats != "auto" or not hist.get("enabled"):
+        return None
+    from analysis.api import series_prior
+
+    try:
+        return series_prior(hist, preset=exp.preset.name, model=next(iter(exp.jobs.values())).model.name,
+                            cluster=cluster.name, container=str(exp.container.versions().get("name") or ""))
+    except Exception:
+        return None

@@ -207,7 +207,7 @@ def noise_prior(url: str, series: Series, *, before: str, timeout_s: float = DEF
     from analysis.measure import prior_from_rows
 
     with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
-        this = store.sweep(before)
+        this = store.sweep(before) if before else None
         sweeps = [r for r in store.sweep_rows(series) if r["sweep_id"] != before
                   and (this is None or r["created"] <= this["created"])]
         wanted = {r["sweep_id"] for r in sweeps}

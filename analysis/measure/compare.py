@@ -192,7 +192,8 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
         notes.extend(differences)
         return result(na, "not_comparable")
     pairs = block_pairs(usable_b, usable_v)
-    if len(pairs) >= 2:
+    one_block = len(pairs) == 1 and design.adaptive and design.noise is not None and design.noise.prior is not None
+    if len(pairs) >= 2 or one_block:  # one block decides only with the nightly prior (analysis/measure/pooled.py)
         speedup, verdict, seq = paired_verdict(pairs, design)
         extra.update(blocks=tuple(p.to_json() for p in pairs), sequential=seq)
     elif len(usable_b) == 1 and len(usable_v) == 1:
@@ -206,7 +207,7 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
     else:
         speedup = speedup_from_run_medians([r.step_time.median for r in usable_b],
                                            [r.step_time.median for r in usable_v])
-    if len(pairs) < 2:
+    if len(pairs) < 2 and not one_block:
         verdict = verdict_of(speedup)
     if verdict == "equivalent" and not speedup.ci_low <= 1.0 <= speedup.ci_high:
         side = "faster" if speedup.ci_low > 1.0 else "slower"

@@ -91,16 +91,20 @@ def paired_speedup(log_ratios: Sequence[float], confidence: float = CONFIDENCE) 
 
 
 def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup, str, dict | None]:
-    """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks)."""
+    """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks; one block in
+    ``repeats=auto`` with the group's nightly prior)."""
     from analysis.measure.sequential import fixed_verdict, sequential_verdict, verdict_name
 
     logs = [math.log(p.ratio) for p in pairs]
-    speedup = paired_speedup(logs)
     if design.adaptive and design.max_blocks and design.noise is not None:
         from analysis.measure.pooled import pooled_speedup, pooled_verdict
 
         res = pooled_verdict(logs, design.noise, design.max_blocks, design.practical_threshold, design.alpha)
-        return pooled_speedup(logs, res, CONFIDENCE) or speedup, verdict_name(res.state), res.to_json()
+        speedup = pooled_speedup(logs, res, CONFIDENCE)
+        if speedup is None:  # one block without a usable prior: the value alone, no interval
+            speedup = paired_speedup(logs) if len(logs) >= 2 else Speedup(math.exp(logs[0]), method="pooled_blocks_t")
+        return speedup, verdict_name(res.state), res.to_json()
+    speedup = paired_speedup(logs)
     if design.adaptive and design.max_blocks:
         seq = sequential_verdict(logs, design.max_blocks, design.practical_threshold, design.alpha)
         verdict = verdict_name(seq.state)

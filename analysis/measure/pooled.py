@@ -94,8 +94,13 @@ class GroupNoise:
     prior: NoisePrior | None = None
 
     def to_json(self) -> dict:
-        return {"var": self.var, "df": self.df, "arms": self.arms, "within": self.within,
+        return {"var": _finite(self.var), "df": self.df, "arms": self.arms, "within": self.within,
                 "prior": self.prior.to_json() if self.prior else None}
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None where it is NaN or infinite (JSON has no NaN): e.g. the variance of a single block."""
+    return x if math.isfinite(x) else None
 
 
 def residual_variance(cells: Iterable[tuple[str, int, float]]) -> tuple[float, int]:
@@ -357,7 +362,7 @@ class PooledResult:
         return {"design": METHOD, "state": self.state, "look": self.look, "blocks": self.blocks,
                 "max_blocks": self.max_blocks, "difference_open": self.state != "stopped",
                 "wants_more": self.wants_more, "noise": self.noise.to_json(), "prior_used": self.prior_used,
-                "se": self.se, "dof": self.dof}
+                "se": _finite(self.se), "dof": self.dof}
 
 
 def pooled_verdict(log_ratios: Sequence[float], noise: GroupNoise, max_blocks: int,

@@ -54,7 +54,7 @@ class VariantSpec:
     env: dict[str, Any] = field(default_factory=dict)
     train_iters: int = DEFAULT_TRAIN_ITERS  # with auto_iters: the cap (payload.max_iters)
     auto_iters: bool = False  # payload.train_iters=auto: stop once the steady step time is known (auto_iters.py)
-    precision: float = 0.0025  # payload.precision: the relative half-width that stops an auto run
+    precision: float = 0.005  # payload.precision: the relative half-width that stops an auto run
     seed: int = 1234
     hold_s: float = 0.0
     hold_at: str = "end"  # "end": hold after the work; "start": hold first (a job stopped mid-run)
@@ -147,7 +147,7 @@ def load_variant(path: str | Path) -> VariantSpec:
     if auto:
         train_iters = payload.get("max_iters") or DEFAULT_TRAIN_ITERS
     _expect(isinstance(train_iters, int) and train_iters > 0, p, f"payload.train_iters {train_iters!r} is not > 0")
-    precision = payload.get("precision") or 0.0025
+    precision = payload.get("precision") or 0.005
     _expect(isinstance(precision, int | float) and 0 < precision < 1, p,
             f"payload.precision {precision!r} is not in (0, 1)")
     allow = doc.get("allow_adjust")

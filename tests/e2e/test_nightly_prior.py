@@ -42,3 +42,36 @@ def test_a_nightly_sweep_judges_equivalence_with_the_prior_of_its_earlier_nights
     alone = json.loads((tmp_path / "night0" / "report" / "summary.json").read_text())
     assert "noise_prior" not in alone["design"] and alone["comparisons"][0]["sequential"]["noise"]["prior"] is None
     assert s["gpu_time"] is None or "verdicts" in s["gpu_time"]
+
+
+def test_with_a_prior_one_block_decides_and_the_plan_starts_with_one(tmp_path):
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    for i, day in enumerate(("2026-12-01", "2026-12-02")):
+        record_summary(url, _copy(tmp_path, f"night{i}", f"2026120{i + 1}-161645Z-0cc98{i}", f"{day}T16:16:45Z"))
+    d = tmp_path / "one"
+    shutil.copytree(FIX, d)
+    m = json.loads((d / "manifest.json").read_text())
+    m["sweep_id"], m["created"] = "20261203-161645Z-0cc989", "2026-12-03T16:16:45Z"
+    m["config"]["history"] = {**m["config"]["history"], "enabled": True, "url": url}
+    for v in m["variants"]:  # keep block 0 only
+        v["attempts"] = [a for a in v["attempts"] if a["repeat"] == 0]
+    m["blocks"] = m["blocks"][:1]
+    (d / "manifest.json").write_text(json.dumps(m))
+    report_main([str(d), "--quiet"])
+    (c,) = json.loads((d / "report" / "summary.json").read_text())["comparisons"]
+    assert len(c["blocks"]) == 1 and c["sequential"]["design"] == "pooled_group_sequential_t"
+    assert c["sequential"]["look"] in (None, 1) and c["verdict"] in ("equivalent", "no_significant_difference")
+    assert c["sequential"]["wants_more"] == (c["sequential"]["state"] == "undecided")
+
+    from types import SimpleNamespace
+
+    from experiments.plan import _nightly_prior
+
+    exp = SimpleNamespace(preset=SimpleNamespace(name="full"),
+                          jobs={"a": SimpleNamespace(model=SimpleNamespace(name="moe_bench_h200"))},
+                          container=SimpleNamespace(versions=lambda: {"name": "mbridge_0_6_h200"}))
+    settings = SimpleNamespace(repeats="auto")
+    prior = _nightly_prior(settings, {"history": {"enabled": True, "url": url}}, exp, SimpleNamespace(name="local"))
+    assert prior is not None and prior.nights >= 2
+    assert _nightly_prior(SimpleNamespace(repeats=2), {"history": {"enabled": True, "url": url}}, exp,
+                          SimpleNamespace(name="local")) is None
