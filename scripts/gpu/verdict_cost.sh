@@ -60,7 +60,7 @@ for phase in "$@"; do
        "$R/h200_ab_bench" --quiet && PYTHONPATH="${GPU_SITE:-/tmp/site}:$ROOT/.wt_gpu" python3 -m analysis.history \
        record "$R/h200_ab_bench" --url "$HIST"); echo "seed rc=$?"
     ;;
-  mine) in_tree .wt_gpu mine "${AA[@]}" payload.train_iters=auto payload.max_iters=40 ;;
+  mine|mine2) in_tree .wt_gpu "$phase" "${AA[@]}" payload.train_iters=auto payload.max_iters=20 ;;
   importtime)
     for tree in .wt_base .wt_gpu; do
       (cd "$ROOT/$tree" && PYTHONPATH="${GPU_SITE:-/tmp/site}:$ROOT/$tree" python3 -X importtime -c \
@@ -73,6 +73,6 @@ for phase in "$@"; do
     tar -czf "$OUT/verdict_cost.tgz" --exclude='*/cache/*' -C "$(dirname "$R")" "$(basename "$R")" \
       && ls -la "$OUT/verdict_cost.tgz"
     ;;
-  *) echo "unknown phase $phase (today, seed, mine, importtime, pack)"; exit 2 ;;
+  *) echo "unknown phase $phase (today, seed, mine, mine2, importtime, pack)"; exit 2 ;;
   esac
 done
