@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{d:>7.1f} {_pct(nt):>15} {_pct(nu):>15} {100 * nt['p5']:>16.1f}% / {100 * ad['p5']:.1f}% "
               f"{nt['gpu_s_per_decided']:>19.0f} / {ad['gpu_s_per_decided']:.0f} s")
     res = table(a.drift, a.trials, a.max_blocks, a.iters, a.cv, a.seed, True, a.aa_trials)
-    print(f"\ndrift {a.drift}%, within-run CV {a.cv:.0%}, {a.iters} iterations per run, {a.trials} arms per true "
+    print(f"\ndrift {a.drift}%, within-run CV {a.cv:.1%}, {a.iters} iterations per run, {a.trials} arms per true "
           f"speedup (A/A: {a.aa_trials}; sequential {AA_FACTOR * a.trials}), adaptive max_blocks={a.max_blocks}; an "
           "arm's GPU-hours include its baseline's runs:")
     print(f"{'design':>13} {'A/A FP (MC SE)':>15} {'power 3%':>9} {'5%':>6} {'10%':>6} {'A/A equiv.':>10} "
