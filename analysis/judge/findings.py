@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from analysis.judge import health, structure
-from analysis.logs import EXCEPTION_RE, Marker, ParsedLog, catalogue
+from analysis.logs import EXCEPTION_RE, Marker, ParsedLog, catalogue, decode
 
 _ECHO_EXCEPTIONS = ("ChildFailedError", "DistBackendError", "DistNetworkError", "SignalException")
 # knobs whose missing parent config gives the C03 AttributeError (FACTS §1)
@@ -61,6 +61,12 @@ def _before_frame(markers: Sequence[Marker], m: Marker) -> list[str]:
 
 
 _CONTEXT_REASONS = frozenset({"flex_kernel_assertion", "flex_kernel_error", "assertion", "cuda_oom", "cuda_error"})
+# wrappers whose text may carry the real cause (analysis.logs.codes): the cause becomes a finding of its own and the
+# wrapper its consequence (``caused_by``, read by analysis.judge.timeline.order)
+_WRAPPERS = frozenset({"nccl_error", "flex_kernel_error", "nvshmem_init", "cuda_error", "dispatcher_unavailable"})
+_LAUNCH_LAYERS = (("spank", "spank"), ("pyxis", "pyxis"), ("enroot", "enroot"), ("prolog", "prolog"),
+                  ("epilog", "epilog"), ("execve", "exec"), ("command not found", "exec"), ("launch", "srun"),
+                  ("create step", "srun"), ("allocate resources", "srun"), (": line ", "exec"))
 
 
 def _in_dispatcher(markers: Sequence[Marker], m: Marker, frames: int = 3, window: int = 16384) -> bool:
@@ -97,7 +103,7 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
             details["assertion"] = text
         if _in_dispatcher(markers, m):
             reason = "flex_kernel_assertion"
-        elif structure.is_device_assert(text):
+        elif structure.is_device_assert(text) or (details.get("condition") and "location" not in details):
             # a bare device-side assert: the run's dispatcher decides whose kernel it is (analysis.judge.classify)
             details["device_assert"] = True
     elif reason == "hardware_failure" and structure.xid_reason(details.get("xid")) == "cuda_error":
@@ -148,6 +154,8 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
 
     def add(reason: str, m: Marker, details: dict[str, Any] | None = None, context: bool = False) -> None:
         if reason in found:
+            if details and "caused_by" in details:
+                found[reason].details.setdefault("caused_by", details["caused_by"])
             if len(found[reason].offsets) < 4 * EVIDENCE_LINES:
                 found[reason].offsets.append(m.offset)
             seen = {_RANK_PREFIX.sub("", e) for e in found[reason].evidence}
@@ -189,8 +197,21 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
             if hit is None:
                 continue
             reason, details = _signature_details(k, catalogue.details(*hit), m, markers)
-            if reason is not None:
-                add(reason, m, details, context=reason in _CONTEXT_REASONS)
+            if reason is None:
+                continue
+            cause = decode(m.text) if reason in _WRAPPERS else None
+            if cause is not None and cause.reason == "cuda_error" and reason == "flex_kernel_error":
+                cause = None  # the dispatcher kernel's own CUDA error: the kernel is the more specific reason
+            if cause is not None and cause.reason != reason:
+                add(cause.reason, m, {"decoded_from": reason, "cause": cause.cause, "code": cause.code,
+                                      "layer": cause.layer}, context=cause.reason in _CONTEXT_REASONS)
+                details["caused_by"] = cause.reason
+            elif reason == "nccl_error" and re.search(r"(?i)UnhandledCudaError|unhandled cuda error", m.text):
+                details["caused_by"] = "cuda"  # ncclUnhandledCudaError: a CUDA call failed (its cause follows)
+            elif reason == "launch_failure":
+                low = m.text.lower()
+                details["layer"] = next((layer for word, layer in _LAUNCH_LAYERS if word in low), "launch")
+            add(reason, m, details, context=reason in _CONTEXT_REASONS)
     s = log.series
     bad = np.flatnonzero(s.nonfinite | (s.nan_iterations > 0))
     if bad.size:

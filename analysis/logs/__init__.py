@@ -12,5 +12,6 @@ __getattr__, __all__ = face(__name__, {
               "parse_lines", "restart_key"),
     "markers": ("EXCEPTION_RE", "Marker", "PHASE_RE"),
     "catalogue": ("signal_name",),
+    "codes": ("Cause", "decode"),
     "": ("catalogue",),
 })

@@ -39,6 +39,8 @@ from analysis.logs.grammar import (
     ITER_RE,
     MARKERS_KEPT,  # noqa: F401  (re-exported: the bound on kept markers, read by the tests)
     MAX_LINE,
+    PRINT_AFTER_FIELD_RE,
+    PRINT_AFTER_LAST_RE,
     STANDARD_FIELDS,
     Column,
     _floats,
@@ -307,7 +309,7 @@ class Scanner(BulkRegions):
         stream print (``... | number of nan iterations: 0 |[rank0]: text`` or ``... |iteration 6/ 10 | ...``). The
         line up to that ``|`` is read when it passes every check on its own; a following glued iteration line is read
         too. Anything else is damage (counted): a print cut into the middle of a field is never read."""
-        cut = _GLUE_RE.search(rest)
+        cut = _GLUE_RE.search(rest) or PRINT_AFTER_FIELD_RE.search(rest) or PRINT_AFTER_LAST_RE.search(rest)
         if cut is None or len(rest) > 65536:
             self.damaged += 1
             return False
