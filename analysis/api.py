@@ -9,13 +9,12 @@ bootstrap resamples) and its hang threshold (s). The result is a typed :class:`a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.measure import Summary
 from analysis.options import Options, UsageError
-from contracts.atomic import dumps
+from analysis.reportset import print_summary, write_report
 from contracts.sweepdir import SweepDir
 
 if TYPE_CHECKING:  # at run time they come from __getattr__ below, on first use
@@ -25,77 +24,12 @@ __all__ = ["Options", "Summary", "UsageError", "analyze_files", "analyze_sweep",
            "report_sweep", "write_report"]
 
 
-def write_report(summary: Summary, out_dir: Path,
-                 images: Callable[[Summary], dict[str, bytes]] | None = None) -> list[Path]:
-    """Write summary.json, report.md, report.html and the plots into ``out_dir`` (created); returns the paths.
-
-    ``images(summary)`` gives the plots as ``{file name: PNG bytes}`` (default: ``analysis.plots.all_plots``,
-    drawn here). The folder is written as a set (:func:`analysis.reportset.write_set`): into a temporary folder
-    beside it, renamed into place, so a reader sees the old report or the new one, never a mix.
-
-    Raises:
-        ReportWriteError: an ``OSError`` naming the folder and the reason (a full disk); the old report is whole.
-    """
-    out_dir = Path(out_dir)
-    from analysis.render import document, to_html, to_markdown
-    from analysis.reportset import write_set
-
-    if images is None:
-        from analysis.plots import all_plots as images
-    pngs = images(summary)
-    blocks = document(summary, pngs)
-    files = dict(pngs)
-    files["report.md"] = to_markdown(blocks).encode()
-    files["report.html"] = to_html(blocks, pngs).encode()
-    files["summary.json"] = dumps(summary.to_json(), strict=True).encode()
-    return write_set(out_dir, files)
-
-
-def series_prior(history: dict[str, Any], *, preset: str, model: str, cluster: str, container: str,
-                 before: str | None = None) -> Any:
-    """The run-to-run noise prior of a series (:class:`analysis.measure.NoisePrior`) from the history that
-    ``history`` (the sweep's ``history.*`` settings) names, learnt from its sweeps created before the sweep
-    ``before`` (None: all of them): :func:`analysis.history.api.noise_prior`. None when the history is off, absent,
-    or has too few sweeps with blocks.
-
-    Raises:
-        HistoryError: a database that exists but cannot be read (subclasses name why).
-    """
-    if not history.get("enabled") or not history.get("url"):
-        return None
-    from analysis.history import HistoryInputError, Series, password_from_env
-    from analysis.history.api import noise_prior
-
-    series = Series(preset=preset, model=model, cluster=cluster, container=container)
-    try:
-        return noise_prior(password_from_env(str(history["url"])), series, before=before or "")
-    except HistoryInputError:  # no database yet: the first night has no prior
-        return None
-
-
-def nightly_prior(manifest: Any, notes: list[str]) -> Any:
-    """:func:`series_prior` of a ``repeats=auto`` sweep's manifest (its series: preset, model, cluster,
-    container), learnt from the sweeps before it; a history that cannot be read adds a note to ``notes`` and gives
-    None (the verdicts stand without a prior)."""
-
-    def name(v: Any) -> str:
-        return str(v.get("name") if isinstance(v, dict) else v or "")
-
-    try:
-        return series_prior((manifest.config or {}).get("history") or {}, preset=name(manifest.name),
-                            model=name(manifest.model), cluster=name(manifest.cluster),
-                            container=name(manifest.container.get("name")) if isinstance(manifest.container, dict)
-                            else "", before=manifest.sweep_id)
-    except Exception as e:  # the verdicts stand without a prior; the report says why it is missing
-        notes.append(f"no nightly noise prior: the history could not be read ({type(e).__name__}: {e})")
-        return None
-
-
 def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Options | None = None,
                   write_run_json: bool = True, now: float | None = None) -> Summary:
     """:func:`analysis.analyze.analyze_sweep` with the nightly prior of a ``repeats=auto`` sweep
-    (:func:`nightly_prior`)."""
+    (:func:`analysis.history.api.nightly_prior`)."""
     from analysis import analyze
+    from analysis.history import nightly_prior
 
     return analyze.analyze_sweep(Path(sweep_dir), warmup, options=options, write_run_json=write_run_json, now=now,
                                  noise_prior=nightly_prior)
@@ -115,32 +49,11 @@ def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path |
     return summary
 
 
-def print_summary(summary: Summary, out: Path, *, show_exit_code: bool = True) -> None:
-    """The run table and the comparisons on the console (rich). ``show_exit_code=False`` when the caller prints
-    its own final code (the sweep combines the analysis' code with history and infrastructure codes)."""
-    from analysis.console import make_console, table
-
-    console = make_console()
-    rows = [(r.name, r.status, r.reason or "", f"{r.step_time.median:.1f}" if r.step_time else "-",
-             f"{r.tflops.median:.1f}" if r.tflops else "-") for r in summary.runs]
-    console.print(table(("run", "status", "reason", "step ms", "TFLOP/s/GPU"), rows, width=console.width,
-                        title=f"analysis -> {out}"))
-    for c in summary.comparisons:
-        s = c.speedup
-        value = "-" if s.value is None else f"{s.value:.3f} [{s.ci_low:.3f}, {s.ci_high:.3f}]"
-        tags = (" (control: the noise floor)" if c.control else "") + (" DOUBTFUL" if c.doubtful else "")
-        console.print(f"{c.variant} vs {c.baseline}: {value} {c.verdict}{tags}")
-    for why in sorted({c.doubtful_reason for c in summary.comparisons if c.doubtful and c.doubtful_reason}):
-        console.print(f"warning: every verdict of the group is doubtful: {why}")
-    if show_exit_code:
-        console.print(f"exit code {summary.exit_code}")
-
-
 _LAZY = ("analyze_files", "is_sweep_folder")
 
 
 def __getattr__(name: str) -> Any:
-    """``analyze_files``, ``analyze_sweep`` and ``is_sweep_folder`` come from :mod:`analysis.analyze` on first use
+    """``analyze_files`` and ``is_sweep_folder`` come from :mod:`analysis.analyze` on first use
     (PEP 562): importing this module for ``Options`` or ``Summary`` does not import scipy (about 1 s), which
     ``action=status`` and the plan never use."""
     if name in _LAZY:

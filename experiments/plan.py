@@ -412,13 +412,13 @@ def _auto_iters(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _nightly_prior(settings: SweepSettings, cfg: dict[str, Any], exp: Expansion, cluster: Any) -> Any:
-    """The series' noise prior for a ``repeats=auto`` sweep with the history on (``analysis.api.series_prior``:
+    """The series' noise prior for a ``repeats=auto`` sweep with the history on (``analysis.history.series_prior``:
     learnt from the earlier sweeps of the same preset, model, cluster and container), else None. A history that
     cannot be read leaves the sweep without a prior (the analysis says so), never stops the plan."""
     hist = cfg.get("history") or {}
     if settings.repeats != "auto" or not hist.get("enabled"):
         return None
-    from analysis.api import series_prior
+    from analysis.history import series_prior
 
     try:
         return series_prior(hist, preset=exp.preset.name, model=next(iter(exp.jobs.values())).model.name,

@@ -55,11 +55,11 @@ from analysis.judge.findings import (
     EVIDENCE_LINES,
     FLEX_HINT,
     KILL_EXIT_CODES,
-    _Finding,
     _findings,
     _hosts,
 )
 from analysis.judge.labels import label_issues
+from analysis.judge.records import Finding
 from analysis.logs import EXCEPTION_RE, ParsedLog, catalogue
 from analysis.options import is_suspected_hang
 from contracts.slurm import STATES as SLURM_STATES
@@ -161,7 +161,7 @@ def _rank(reason: str) -> int:
     return PRIORITY.index(base)
 
 
-def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerInfo, sched_line: str,
+def _summarise(log: ParsedLog, found: dict[str, Finding], scheduler: SchedulerInfo, sched_line: str,
                after: int | None, details: dict[str, Any]) -> dict[str, Any] | None:
     """Fold the structured summaries into ``found`` (analysis.judge.summaries): the scheduler's raw state and torchrun's
     failure table (its root cause's rank, host, exit code and signal go into ``details["torchrun"]``); returns the
@@ -169,7 +169,7 @@ def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerI
     (analysis.judge.timeline.read)."""
     state_reason = summaries.scheduler_reason(scheduler.state)
     if state_reason is not None:
-        f = found.setdefault(state_reason, _Finding([sched_line], after or 0))
+        f = found.setdefault(state_reason, Finding([sched_line], after or 0))
         f.details["scheduler_state"] = scheduler.state
         if state_reason != "cancelled" and "cancelled" in found:
             f.evidence.extend(found.pop("cancelled").evidence)  # the scheduler's own cancel for that reason
@@ -183,7 +183,7 @@ def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerI
         details["torchrun_failures"] = len(records)
         sig = root.get("signal")
         if sig is not None:
-            f = found.setdefault(f"killed_by_signal:{sig}", _Finding([], offset))
+            f = found.setdefault(f"killed_by_signal:{sig}", Finding([], offset))
             f.evidence.insert(0, summaries.describe(root))
             f.details.update({k: root[k] for k in ("rank", "local_rank", "host", "exitcode") if k in root})
             f.details["signal"] = sig
@@ -327,7 +327,7 @@ def classify(
         status, reason = "ok", None
         if any(r in ("slurm_time_limit", "cancelled", "nccl_timeout", "suspected_hang") for r in post) or killed:
             status, reason = "ok_with_warning", "hang_at_exit"
-            found["hang_at_exit"] = _Finding(
+            found["hang_at_exit"] = Finding(
                 [m.text for m in log.markers_of("training_done")][:1]
                 + [found[r].evidence[-1] for r in post if r in ("slurm_time_limit", "cancelled", "nccl_timeout")],
                 after or 0)
@@ -335,7 +335,7 @@ def classify(
             status, reason = "ok_with_warning", post[0]
         elif sched == "failed" or (scheduler.exit_code not in (None, 0)):
             status, reason = "ok_with_warning", "task_exit_code"
-            found.setdefault("task_exit_code", _Finding([], after or 0, {"exit_code": scheduler.exit_code}))
+            found.setdefault("task_exit_code", Finding([], after or 0, {"exit_code": scheduler.exit_code}))
         elif "slowdown" in found:  # the step time climbed and stayed (analysis.judge.health): a result, with a warning
             status, reason = "ok_with_warning", "slowdown"
         if status == "ok_with_warning":
@@ -346,7 +346,7 @@ def classify(
             return verdict("failed", "diverged")
         if issues:
             reason0, text0 = issues[0]
-            found[reason0] = _Finding([t for r, t in issues if r == reason0], 0)
+            found[reason0] = Finding([t for r, t in issues if r == reason0], 0)
             return verdict("invalid_variant", reason0)
         if steady_iterations is not None and steady_iterations < min_steady:
             return verdict("insufficient_iterations", "insufficient_iterations",
@@ -372,15 +372,15 @@ def classify(
     progress = f"last iteration {last_it} of {target}" if last_it is not None else "no iteration line"
     if running:
         if is_suspected_hang(last_log_age_s, median_step_ms, hang_min_s):
-            found["suspected_hang"] = _Finding([f"{progress}; the log has not grown for {last_log_age_s:.0f} s"], 0,
+            found["suspected_hang"] = Finding([f"{progress}; the log has not grown for {last_log_age_s:.0f} s"], 0,
                                                {"last_iteration_age_s": last_log_age_s})
             return verdict("incomplete", "suspected_hang", [sched_line])
         return verdict("incomplete", "incomplete", [f"{progress}; the job is still {sched}", sched_line])
     if sched in ("cancelled", "lost"):
-        found[sched] = _Finding([progress], 0)
+        found[sched] = Finding([progress], 0)
         return verdict("incomplete", "cancelled" if sched == "cancelled" else "incomplete", [sched_line])
     if sched == "failed" or scheduler.exit_code not in (None, 0):
-        found["task_exit_code"] = _Finding([progress], 0, {"exit_code": scheduler.exit_code})
+        found["task_exit_code"] = Finding([progress], 0, {"exit_code": scheduler.exit_code})
         return verdict("failed", "task_exit_code", [sched_line])
     if not log.recognized:
         notes.append("no Megatron or Megatron-Bridge line found: is this a training log?")
@@ -388,7 +388,7 @@ def classify(
     return verdict("incomplete", "incomplete", [f"{progress}; no error in the log", sched_line if sched else ""])
 
 
-def _exception_of(f: _Finding, line: str) -> None:
+def _exception_of(f: Finding, line: str) -> None:
     """Make ``line`` (the timeline's cause) the traceback finding's first evidence and its exception details."""
     exc = EXCEPTION_RE.search(line)
     if exc is None:
@@ -399,7 +399,7 @@ def _exception_of(f: _Finding, line: str) -> None:
     f.evidence.insert(1 if len(f.evidence) > 1 and "File \"" in f.evidence[0] else 0, line)
 
 
-def _attribute_device_assert(found: dict[str, _Finding], dispatcher: tuple[str | None, str | None]) -> None:
+def _attribute_device_assert(found: dict[str, Finding], dispatcher: tuple[str | None, str | None]) -> None:
     """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.judge.structure) whose condition names
     DeepEP's variables, or in a run whose effective dispatcher is flex in a kernel that is not another library's
     (its condition names no PyTorch variable), is the flex kernel's: ``assertion`` becomes

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from analysis.judge import health, structure
+from analysis.judge.records import Finding
 from analysis.logs import EXCEPTION_RE, Marker, ParsedLog, catalogue, decode
 
 _ECHO_EXCEPTIONS = ("ChildFailedError", "DistBackendError", "DistNetworkError", "SignalException")
@@ -45,14 +45,6 @@ FLEX_HINT = ("DeepEP needs one NVSHMEM RC queue pair per channel (channels = SMs
              "NVSHMEM_IBGDA_NUM_RC_PER_PE, or lower the DeepEP SM count (moe_flex_dispatcher_num_sms, formerly "
              "moe_deepep_num_sms, default 20)")
 EVIDENCE_LINES = 6
-
-
-@dataclass
-class _Finding:
-    evidence: list[str]
-    offset: int
-    details: dict[str, Any] = field(default_factory=dict)
-    offsets: list[int] = field(default_factory=list)  # every marker it was built from (analysis.judge.timeline)
 
 
 def _before_frame(markers: Sequence[Marker], m: Marker) -> list[str]:
@@ -148,8 +140,8 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
     return reason, details
 
 
-def _findings(log: ParsedLog) -> dict[str, _Finding]:
-    found: dict[str, _Finding] = {}
+def _findings(log: ParsedLog) -> dict[str, Finding]:
+    found: dict[str, Finding] = {}
     markers = log.markers
 
     def add(reason: str, m: Marker, details: dict[str, Any] | None = None, context: bool = False) -> None:
@@ -163,7 +155,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
                 found[reason].evidence.append(m.text)  # the same line from another rank adds nothing
             return
         lines = (_before_frame(markers, m) if context else []) + [m.text]
-        found[reason] = _Finding(lines, m.offset, details or {}, [m.offset])
+        found[reason] = Finding(lines, m.offset, details or {}, [m.offset])
 
     first_iter = log.first_iteration_offset
     for m in markers:
@@ -183,7 +175,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
             elif not any(etype.endswith(e) for e in _ECHO_EXCEPTIONS):
                 add("traceback", m, {"exception_type": etype, "message": message}, True)
             else:
-                found.setdefault("_echo", _Finding([m.text], m.offset, {"exception_type": etype}))
+                found.setdefault("_echo", Finding([m.text], m.offset, {"exception_type": etype}))
         elif k == "payload_error":
             p = _PAYLOAD_RE.search(m.text)
             if p:
@@ -216,7 +208,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
     bad = np.flatnonzero(s.nonfinite | (s.nan_iterations > 0))
     if bad.size:
         i = int(bad[0])
-        f = found.setdefault("nan_inf", _Finding([], log.last_iteration_offset or 0, {"rank": None}))
+        f = found.setdefault("nan_inf", Finding([], log.last_iteration_offset or 0, {"rank": None}))
         f.evidence.insert(0, (f"iteration {int(s.iteration[i])}: lm loss {s.lm_loss[i]}, grad norm "
                               f"{s.grad_norm[i]}, nan iterations {max(int(s.nan_iterations[i]), 0)}"
                               + (f" (rank {f.details['rank']})" if f.details.get("rank") is not None else "")))
@@ -225,7 +217,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
         # the NaN check fired before the iteration line was printed: it is the iteration after the last logged one
         found["nan_inf"].details["iteration"] = int(s.iteration[-1]) + 1
     for h in health.series_findings(s, log.restart_first_iterations):  # the series' own health (analysis.judge.health)
-        f = found.setdefault(h.reason, _Finding([], log.last_iteration_offset or 0, {"rank": None}
+        f = found.setdefault(h.reason, Finding([], log.last_iteration_offset or 0, {"rank": None}
                                                 if h.reason == "nan_inf" else {}))
         if h.reason == "nan_inf" and "iteration" in f.details and f.details["iteration"] <= h.iteration:
             f.evidence.append(h.evidence)  # an earlier NaN already named; the vanished key backs it
@@ -245,7 +237,7 @@ def _hosts(log: ParsedLog) -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def _hang_age_s(log: ParsedLog, found: dict[str, _Finding]) -> float | None:
+def _hang_age_s(log: ParsedLog, found: dict[str, Finding]) -> float | None:
     """Seconds from the last iteration's timestamp to the time-limit kill, when both are printed."""
     kill = found.get("slurm_time_limit")
     if kill is None or log.last_timestamp is None:

@@ -58,7 +58,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analysis.judge import launch_context as lc
-from analysis.judge.findings import _Finding
+from analysis.judge.records import Finding
 from analysis.logs import Marker, ParsedLog
 from analysis.options import is_suspected_hang
 
@@ -474,7 +474,7 @@ def clock_of(log: ParsedLog) -> Clock:
                  (log.last_iteration_offset, log.last_timestamp))
 
 
-def events(log: ParsedLog, found: dict[str, _Finding], clock: Clock) -> dict[str, list[Event]]:
+def events(log: ParsedLog, found: dict[str, Finding], clock: Clock) -> dict[str, list[Event]]:
     """reason -> its events in time order (:func:`analysis.judge.timeline.events_of`), for every finding."""
     by_offset = {m.offset: m for m in log.markers}
     out: dict[str, list[Event]] = {}
@@ -487,7 +487,7 @@ def events(log: ParsedLog, found: dict[str, _Finding], clock: Clock) -> dict[str
     return out
 
 
-def _is_failure(reason: str, f: _Finding, priority: Callable[[str], bool]) -> bool:
+def _is_failure(reason: str, f: Finding, priority: Callable[[str], bool]) -> bool:
     """A failure of a task of its own (not a stop from outside, not a soft signal)."""
     base, _, sig = reason.partition(":")
     if not priority(base) or base in ("cancelled", "slurm_time_limit", "suspected_hang"):
@@ -510,7 +510,7 @@ def _strictly_before(a: list[Event], b: list[Event]) -> bool:
     return ea.offset < eb.offset
 
 
-def first_failure_before(key: str, found: dict[str, _Finding], evs: dict[str, list[Event]],
+def first_failure_before(key: str, found: dict[str, Finding], evs: dict[str, list[Event]],
                          priority: Callable[[str], bool]) -> str | None:
     """The failure (another task's error) that precedes the first event of ``key``, or None.
 
@@ -529,7 +529,7 @@ def first_failure_before(key: str, found: dict[str, _Finding], evs: dict[str, li
     return None
 
 
-def read_graceful_exit(found: dict[str, _Finding], ctx: lc.LaunchContext, log: ParsedLog) -> None:
+def read_graceful_exit(found: dict[str, Finding], ctx: lc.LaunchContext, log: ParsedLog) -> None:
     """Megatron's graceful exit on a signal (``[exiting program after receiving SIGTERM.]``, module docstring of
     :mod:`analysis.judge.launch_context`) is a received signal of its own when nothing else reported one: it becomes a
     ``killed_by_signal:<SIG>`` finding (``graceful_exit``: True) that :func:`read_signals` then reads in its
@@ -540,12 +540,12 @@ def read_graceful_exit(found: dict[str, _Finding], ctx: lc.LaunchContext, log: P
         return
     m = next((x for x in log.markers if x.offset == ctx.graceful_offset), None)
     key = f"killed_by_signal:{ctx.graceful_exit}"
-    found[key] = _Finding([m.text if m is not None else f"exiting program after receiving {ctx.graceful_exit}"],
+    found[key] = Finding([m.text if m is not None else f"exiting program after receiving {ctx.graceful_exit}"],
                           ctx.graceful_offset, {"signal": ctx.graceful_exit, "graceful_exit": True},
                           [ctx.graceful_offset])
 
 
-def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
+def read_cancels(found: dict[str, Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
                  sched: str | None, priority: Callable[[str], bool]) -> list[str]:
     """Reinterpret a plain ``CANCELLED AT`` finding (``cancelled``) in its launch context, in place; the flags it
     adds (``srun_teardown``, ``pre_limit_term``). A scheduler state that names a cancel is left alone."""
@@ -566,9 +566,9 @@ def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[st
         if "srun_teardown" not in flags:
             flags.append("srun_teardown")
         if before is None:
-            found.setdefault("task_exit_code", _Finding(f.evidence, f.offset, {"exit_code": None}, f.offsets))
+            found.setdefault("task_exit_code", Finding(f.evidence, f.offset, {"exit_code": None}, f.offsets))
         return flags
-    g = found.setdefault(target, _Finding([], f.offset, {}, []))
+    g = found.setdefault(target, Finding([], f.offset, {}, []))
     g.evidence.extend(f.evidence)
     g.offsets.extend(f.offsets)
     g.details.update({"pre_limit_term": True, "cancel_meaning": why})
@@ -576,7 +576,7 @@ def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[st
     return flags
 
 
-def read_signals(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
+def read_signals(found: dict[str, Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
                  sched: str | None, complete: bool, priority: Callable[[str], bool]) -> list[str]:
     """Turn each ``killed_by_signal:<SIG>`` finding into what the signal means (:func:`analysis.judge.launch_context.
     signal_meaning`), in place; the flags it adds (``signal:<SIG>`` for a signal that is only a consequence)."""
@@ -614,9 +614,9 @@ def _parse_time(text: str | None, year: int) -> float | None:
     return stamp(text, year)
 
 
-def progress_hang(found: dict[str, _Finding], evs: dict[str, list[Event]], clock: Clock, log: ParsedLog, *,
+def progress_hang(found: dict[str, Finding], evs: dict[str, list[Event]], clock: Clock, log: ParsedLog, *,
                   median_step_ms: float | None, hang_min_s: float, ended_at: str | None = None,
-                  ) -> _Finding | None:
+                  ) -> Finding | None:
     """A ``suspected_hang`` finding when whatever ended the run came more than max(hang_min_s, 5 x median step)
     after the last iteration line, else None.
 
@@ -641,12 +641,12 @@ def progress_hang(found: dict[str, _Finding], evs: dict[str, list[Event]], clock
     by = end.reason if end is not None else "scheduler_end"
     line = (f"last iteration at {log.last_timestamp}, then no new iteration for {age:.0f} s until {by} at "
             f"{iso(end_time)}")
-    f = _Finding([line] + ([end.line] if end is not None else []), end.offset if end is not None else after,
+    f = Finding([line] + ([end.line] if end is not None else []), end.offset if end is not None else after,
                  {"last_iteration_age_s": age, "ended_by": by}, [end.offset] if end is not None else [])
     return f
 
 
-def hang_event(f: _Finding, evs: dict[str, list[Event]]) -> list[Event]:
+def hang_event(f: Finding, evs: dict[str, list[Event]]) -> list[Event]:
     """The events of a suspected hang: those of the event that ended the run, renamed."""
     by = f.details.get("ended_by")
     return [Event("suspected_hang", e.time, e.source, e.rank, e.rank_kind, e.offset, e.line)
@@ -662,7 +662,7 @@ def describe(e: Event | None) -> str:
     return f"{e.reason} on {where} at {when}" + (" (inherited)" if e.source == "inherited" else "") + f": {e.line}"
 
 
-def read(log: ParsedLog, found: dict[str, _Finding], ctx: lc.LaunchContext, *, sched: str | None,
+def read(log: ParsedLog, found: dict[str, Finding], ctx: lc.LaunchContext, *, sched: str | None,
          sched_line: str, complete: bool, median_step_ms: float | None, hang_min_s: float, ended_at: str | None,
          launcher_flags: Sequence[str], priority: Callable[[str], bool], rank_key: Callable[[str], Any],
          root: dict[str, Any] | None) -> tuple[list[str], Timeline, list[str]]:
@@ -683,7 +683,7 @@ def read(log: ParsedLog, found: dict[str, _Finding], ctx: lc.LaunchContext, *, s
     signals = {k: v for k, v in evs.items() if k.startswith("killed_by_signal:")}
     flags += read_signals(found, ctx, evs, sched, complete, priority)
     if sched == "timeout" and "slurm_time_limit" not in found:
-        found["slurm_time_limit"] = _Finding([sched_line], log.last_iteration_offset or 0)
+        found["slurm_time_limit"] = Finding([sched_line], log.last_iteration_offset or 0)
     evs = {**signals, **events(log, found, clock)}  # a signal read as a stop's echo still dates the stop's start
     hang = None if complete else progress_hang(found, evs, clock, log, median_step_ms=median_step_ms,
                                                hang_min_s=hang_min_s, ended_at=ended_at)
@@ -691,7 +691,7 @@ def read(log: ParsedLog, found: dict[str, _Finding], ctx: lc.LaunchContext, *, s
         found["suspected_hang"] = hang
         evs["suspected_hang"] = hang_event(hang, evs)
     if not complete and "suspected_hang" in launcher_flags and "suspected_hang" not in found:
-        found["suspected_hang"] = _Finding(["the launcher flagged a suspected hang: no new iteration for "
+        found["suspected_hang"] = Finding(["the launcher flagged a suspected hang: no new iteration for "
                                             "max(hang_min_s, 5 x median step)"], log.last_iteration_offset or 0)
         evs["suspected_hang"] = []  # the launcher's word has no time: priority places it
     failures, chain = order(

@@ -263,7 +263,7 @@ class _Layout:
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
-    quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.logs.bulkregion._quiet)
+    quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.logs.scanner._quiet)
     glued: bool = False  # the heads of glued lines (fields up to the glued print): partial rows, never "truncated"
 
     def clear(self) -> None:

@@ -100,8 +100,10 @@ def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup,
         from analysis.measure.pooled import pooled_speedup, pooled_verdict
 
         res = pooled_verdict(logs, design.noise, design.max_blocks, design.practical_threshold, design.alpha)
-        speedup = pooled_speedup(logs, res, CONFIDENCE)
-        if speedup is None:  # one block without a usable prior: the value alone, no interval
+        got = pooled_speedup(logs, res, CONFIDENCE)
+        if got is not None:
+            speedup = Speedup(*got, "pooled_blocks_t")
+        else:  # one block without a usable prior: the value alone, no interval
             speedup = paired_speedup(logs) if len(logs) >= 2 else Speedup(math.exp(logs[0]), method="pooled_blocks_t")
         return speedup, verdict_name(res.state), res.to_json()
     speedup = paired_speedup(logs)

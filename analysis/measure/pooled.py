@@ -393,16 +393,15 @@ def pooled_verdict(log_ratios: Sequence[float], noise: GroupNoise, max_blocks: i
                         bool(used[0]), float(se[0]) if math.isfinite(se[0]) else math.nan, float(tot[0]))
 
 
-def pooled_speedup(log_ratios: Sequence[float], res: PooledResult, confidence: float = 0.95):
-    """The arm's speedup exp(mean d_b) with the ``confidence`` moderated t interval exp(mean +- t_{dof} se)
-    (:class:`analysis.measure.results.Speedup`, method ``pooled_blocks_t``); None when the pooled standard error is
-    undefined (the caller keeps the plain paired interval)."""
+def pooled_speedup(log_ratios: Sequence[float], res: PooledResult,
+                   confidence: float = 0.95) -> tuple[float, float, float] | None:
+    """(value, low, high) of the arm's speedup: exp(mean d_b) with the ``confidence`` moderated t interval
+    exp(mean +- t_{dof} se) (``speedup_method: pooled_blocks_t``); None when the pooled standard error is undefined
+    (the caller keeps the plain paired interval)."""
     from scipy import stats as sps
-
-    from analysis.measure.results import Speedup
 
     m = float(np.mean(log_ratios))
     if not (math.isfinite(res.se) and res.dof > 0):
         return None
     half = float(sps.t.isf((1 - confidence) / 2, res.dof)) * res.se
-    return Speedup(math.exp(m), math.exp(m - half), math.exp(m + half), "pooled_blocks_t")
+    return math.exp(m), math.exp(m - half), math.exp(m + half)
