@@ -159,9 +159,14 @@ def reference_blocks(summary: Summary) -> list[Block]:
     if b is None:
         return []
     out = [Block("h2", "Published baseline (NVIDIA Megatron-Bridge performance summary)")]
+    row = b.sweep.reference
+    if row:
+        out.append(Block("p", f"matched row ({b.sweep.precision or row.get('precision')}): "
+                              f"{row.get('published_model', row.get('model'))} on {row.get('gpus')} x "
+                              f"{row.get('gpu')}, {row.get('precision')}, {row.get('container')}: "
+                              f"{row.get('tflops_per_gpu')} TFLOP/s/GPU ({row.get('source')})"))
     out.extend(Block("p", c.text()) for c in b.reference)
     if not b.reference:
-        row = b.sweep.reference
         out.append(Block("p", "no timed baseline to compare with " + (
             f"the published {row.get('tflops_per_gpu')} TFLOP/s/GPU ({row.get('source')})" if row else
             "a published row")))

@@ -84,6 +84,11 @@ class ModelConfig:
     apply_rope_fusion: bool | None = None
     cross_entropy_loss_fusion: bool | None = None
     cross_entropy_fusion_impl: str | None = None
+    # NCCL EP receive-buffer budget (Megatron-Core 0.19.2 TransformerConfig field); the ncclep flex backend needs it
+    # (token_dispatcher.py:1563) and TransformerConfig refuses it on other backends (transformer_config.py:1692), so
+    # the planner sets it on the ncclep arms only (experiments/expand.py)
+    moe_expert_rank_capacity_factor: float | None = None
+    moe_ncclep_static_shape: bool | None = None
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "moe_ffn_hidden_size",
@@ -109,9 +114,32 @@ class ModelConfig:
         for f in dataclasses.fields(self):
             if f.name in ("name", "recipe", "hf_path"):
                 continue
+            if f.name in NCCLEP_ONLY:  # set on the ncclep arms only (experiments/expand.py)
+                continue
             v = getattr(self, f.name)
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return out
+
+
+# ModelConfig fields that only the ncclep arms get: an older Megatron-Core has no such TransformerConfig field, and
+# 0.19.2 refuses the capacity factor on other backends (transformer_config.py:1692-1697)
+NCCLEP_ONLY = ("moe_expert_rank_capacity_factor", "moe_ncclep_static_shape")
+PRECISIONS = ("bf16", "fp8_cs", "fp8_delayed", "mxfp8", "nvfp4")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Precision:
+    """A training precision (conf/precision/*.yaml): the Megatron-Bridge mixed-precision recipe the payload selects
+    (``mixed_precision``), the Megatron-Core fields it sets (``settings``, merged into every variant's settings),
+    and the precision column of the published rows it matches (``published``)."""
+
+    name: str
+    mixed_precision: str
+    published: str
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        one_of("precision", self.name, PRECISIONS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -158,10 +158,7 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     analysis_options(cfg, settings.hang_min_s)
     exp = expand(composed, settings.preflight)
     timeline.mark("expanded")  # the local GPU query (nvidia-smi) and the preflight included
-    bad_groups = [v for v in exp.variants if v.role == "baseline" and v.status == "pruned"]
-    if bad_groups:
-        lines = "; ".join(f"{v.name}: {' | '.join(v.reasons)}" for v in bad_groups)
-        raise ConfigError(f"the baseline of a group is invalid, so nothing can be compared: {lines}")
+    exp = _prune_groups_without_baseline(exp)
     cluster = next(iter(exp.jobs.values())).cluster
     mode, note = resolve_mode(settings.mode, cluster.mode, cluster.executor, exp.local_gpus)
     check_train_gpus(mode, cluster.executor, exp.local_gpus)
@@ -204,6 +201,32 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster)) if n)
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
                 hours, sha, dirty, blocks, design, notes, bound)
+
+
+def _prune_groups_without_baseline(exp: Expansion) -> Expansion:
+    """A group whose baseline is pruned has nothing to compare with: its arms are pruned too, with the baseline's
+    reason, and the plan warns (a swept axis such as ``precision=bf16,nvfp4`` on H100 keeps its valid groups).
+
+    Raises:
+        ConfigError: every group's baseline is pruned (names each baseline and its reasons).
+    """
+    bases = [v for v in exp.variants if v.role == "baseline"]
+    bad = [v for v in bases if v.status == "pruned"]
+    if not bad:
+        return exp
+    lines = "; ".join(f"{v.name}: {' | '.join(v.reasons)}" for v in bad)
+    if len(bad) == len(bases):
+        raise ConfigError(f"the baseline of a group is invalid, so nothing can be compared: {lines}")
+    bad_groups = {tuple(sorted(v.group.items())): v for v in bad}
+    variants = []
+    for v in exp.variants:
+        base = bad_groups.get(tuple(sorted(v.group.items())))
+        if base is not None and v is not base and v.status != "pruned":
+            why = f"the baseline {base.name} of this group is pruned: {' | '.join(base.reasons)}"
+            v = dataclasses.replace(v, status="pruned", reasons=(*v.reasons, why))
+        variants.append(v)
+    warning = f"group(s) with an invalid baseline pruned whole: {lines}"
+    return dataclasses.replace(exp, variants=tuple(variants), warnings=(*exp.warnings, warning))
 
 
 def _apply_bound(exp: Expansion, settings: SweepSettings, cfg: dict[str, Any]) -> tuple[Expansion, dict[str, Any]]:

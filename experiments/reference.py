@@ -58,6 +58,13 @@ def match_row(model: str, gpu: str | None, gpus: int, precision: str,
     return None, None
 
 
+def describe_row(row: dict[str, Any]) -> str:
+    """One line naming a published row: model, GPUs, precision, container and its TFLOP/s/GPU, with its source."""
+    return (f"{row.get('published_model', row.get('model'))} on {row.get('gpus')} x {row.get('gpu')}, "
+            f"{row.get('precision')}, {row.get('container')}: {row.get('tflops_per_gpu')} TFLOP/s/GPU "
+            f"({row.get('source')})")
+
+
 def layout_note(row: dict[str, Any], m: Any) -> str | None:
     """How the sweep's parallelism and batch differ from the published row's, or None when they agree."""
     mine = {"tp": m.tensor_model_parallel_size, "pp": m.pipeline_model_parallel_size,
@@ -93,13 +100,15 @@ def bound_doc(job: Any, settings: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     nbytes = (a2a_bytes_per_step(gbs=m.global_batch_size, seq=m.seq_length, layers=m.num_layers,
                                  topk=m.moe_router_topk, hidden=m.hidden_size, ep=ep, world=job.world_size)
               if ep > 1 else None)
-    precision = "bf16" if m.bf16 else "fp16" if m.fp16 else "fp32"
+    prec = getattr(job, "precision", None)
+    precision = prec.published if prec is not None else "bf16" if m.bf16 else "fp16" if m.fp16 else "fp32"
     row, why = match_row(m.name, gpu, job.world_size, precision)
     ref_note = why or (layout_note(row, m) if row else None)
     return {"gpu_type": gpu, "peak_tflops": peak, "peak_source": peak_src, "matmul_ceiling_tflops": ceiling_tf,
             "matmul_source": ceiling_src, "link": link, "link_gbps": gbps, "link_note": note,
             "a2a_bytes_per_step": nbytes, "reference": row, "reference_note": ref_note,
-            "reference_gate": bool(settings.reference_gate and row), "ceiling": ceiling}
+            "reference_gate": bool(settings.reference_gate and row), "ceiling": ceiling,
+            "precision": prec.name if prec is not None else precision}
 
 
 def is_overlap_arm(v: Variant) -> bool:

@@ -63,6 +63,7 @@ class RuleContext:
     world_size: int | None = None
     nodes: int = 1
     env: dict[str, Any] = field(default_factory=dict)
+    precision: str = "bf16"
 
     def __getattr__(self, name: str) -> Any:  # ctx.num_layers etc. read settings
         try:
@@ -190,6 +191,31 @@ def _arch_before_blackwell(ctx: RuleContext) -> bool:
     return ctx.gpu_type is not None and COMPUTE_CAPABILITY.get(ctx.gpu_type, 10) < 10
 
 
+# --- precision (conf/precision/*.yaml). Transformer Engine minimums as Megatron-Core 0.19.2 checks them when it
+# builds the recipe: megatron/core/fp8_utils.py:732-764 (tensorwise = Float8CurrentScaling needs TE >= 2.2.0.dev0,
+# mxfp8 = MXFP8BlockScaling >= 2.1.0, delayed scaling any TE 2.x) and megatron/core/fp4_utils.py:210-229
+# (NVFP4BlockScaling needs TE >= 2.7.0.dev0). Blackwell-only recipes: transformer_config.py:578 ("'mxfp8' for
+# Blackwell architecture only") and :660 ("NVFP4BlockScaling recipe for Blackwell+ architecture").
+PRECISION_TE_MIN: dict[str, Version] = {"fp8_cs": (2, 2, 0), "fp8_delayed": (2, 0, 0), "mxfp8": (2, 1, 0),
+                                        "nvfp4": (2, 7, 0)}
+BLACKWELL_PRECISIONS = ("mxfp8", "nvfp4")
+PRECISION_SOURCE = "Megatron-Core 0.19.2 megatron/core/fp8_utils.py:732-764, fp4_utils.py:210-229 (TE recipes)"
+ARCH_SOURCE = ("Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:578 and :660 (MXFP8 and NVFP4 "
+               "recipes for Blackwell only; Transformer Engine refuses them below compute capability 10)")
+# NVFP4 inside the 1F1B EP-overlap schedule: before Megatron-LM PR 6135 (backported to core_r0.19.0 as PR 7198,
+# present in 0.19.2 as TransformerLayer.get_inner_quantization_context, transformer_layer.py:529-539) the
+# fine-grained forward nodes ran outside get_fp4_context(), so the MoE layers of an overlap arm were not NVFP4.
+NVFP4_OVERLAP_SOURCE = ("Megatron-Core 0.19.2 megatron/core/transformer/transformer_layer.py:529-539 "
+                        "(get_inner_quantization_context enters the FP4 context; Megatron-LM PR 6135 / 7198)")
+# NCCL EP (the ncclep flex backend), Megatron-Core 0.19.2 transformer/moe/token_dispatcher.py _NCCLEPManager:
+# :1558-1562 raises ImportError when transformer_engine.pytorch.ep is missing (fused_a2a.py:609-614), :1563-1568
+# raises ValueError without moe_expert_rank_capacity_factor; transformer_config.py:2716-2728 warns that overlap
+# without moe_ncclep_static_shape keeps a device-to-host sync that serialises the 1F1B overlap.
+NCCLEP_TE_MIN: Version = (2, 17, 0)
+NCCLEP_BUILD_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/moe/token_dispatcher.py:1558-1568 (_NCCLEPManager)"
+NCCLEP_SYNC_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2716-2728"
+
+
 RULES: tuple[Rule, ...] = (
     # --- flex backends against the GPU generation and the container
     Rule("deepep_gpu", "bridge", lambda c: c.dispatcher == "deepep" and c.gpu_type is not None,
@@ -205,6 +231,20 @@ RULES: tuple[Rule, ...] = (
          FLEX),
     Rule("ncclep_core", "core", lambda c: c.dispatcher == "ncclep", lambda c: _ge(c.core, (0, 19, 0)),
          lambda c: "the ncclep flex backend needs Megatron-Core >= 0.19", "Megatron-Core moe_flex_dispatcher_backend"),
+    Rule("ncclep_capacity_factor", "core", lambda c: c.dispatcher == "ncclep" and _ge(c.core, (0, 19, 0)),
+         lambda c: c.settings.get("moe_expert_rank_capacity_factor") is not None,
+         lambda c: "The 'ncclep' backend requires moe_expert_rank_capacity_factor to be set: it sizes the per-rank "
+                   "receive buffer (set model.moe_expert_rank_capacity_factor, e.g. 1.5; it applies to the ncclep "
+                   "arms only)", NCCLEP_BUILD_SOURCE),
+    Rule("ncclep_te", "te", lambda c: c.dispatcher == "ncclep", lambda c: _ge(c.te, NCCLEP_TE_MIN),
+         lambda c: "TransformerEngine NCCL EP is unavailable: the 'ncclep' backend needs Transformer Engine >= "
+                   f"{'.'.join(map(str, NCCLEP_TE_MIN))} built with NCCL EP (transformer_engine.pytorch.ep); the "
+                   f"container profile has TE {'.'.join(map(str, c.te)) if c.te else 'unknown'}", NCCLEP_BUILD_SOURCE),
+    Rule("ncclep_overlap_static_shape", "core", lambda c: c.dispatcher == "ncclep" and c.overlap,
+         lambda c: bool(c.settings.get("moe_ncclep_static_shape")),
+         lambda c: "overlap with ncclep and moe_ncclep_static_shape=False keeps a device-to-host sync that "
+                   "serialises the 1F1B overlap: this arm measures about no gain by construction (static shape needs "
+                   "use_transformer_engine_op_fuser and moe_grouped_gemm)", NCCLEP_SYNC_SOURCE, "warning"),
     Rule("flex_tp_ep", "world", lambda c: c.dispatcher in ("deepep", "ncclep"),
          lambda c: c.expert_tensor_parallel_size * c.expert_model_parallel_size > 1,
          lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'NCCL EP'} dispatcher requires TPxEP > 1 (expert "
@@ -215,6 +255,22 @@ RULES: tuple[Rule, ...] = (
          lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'HybridEP'} is not installed in the container "
                    "profile (deep_ep: null); the run would fail before iteration 1",
          "Megatron-Core fused_a2a import ('DeepEP is not installed' / 'HybridEP is not installed')"),
+    # --- precision against the GPU generation, Transformer Engine and the overlap schedule
+    Rule("precision_arch", "te", lambda c: c.precision in BLACKWELL_PRECISIONS and c.gpu_type is not None,
+         lambda c: not _arch_before_blackwell(c),
+         lambda c: f"precision={c.precision} needs a Blackwell GPU (compute capability 10); {c.gpu_type} has "
+                   f"{COMPUTE_CAPABILITY.get(c.gpu_type or '', '?')}. Use precision=fp8_cs or bf16 on this GPU",
+         ARCH_SOURCE),
+    Rule("precision_te", "te", lambda c: c.precision in PRECISION_TE_MIN,
+         lambda c: _ge(c.te, PRECISION_TE_MIN[c.precision]),
+         lambda c: f"precision={c.precision} needs Transformer Engine >= "
+                   f"{'.'.join(map(str, PRECISION_TE_MIN[c.precision]))} (container TE "
+                   f"{'.'.join(map(str, c.te or ()))})", PRECISION_SOURCE),
+    Rule("nvfp4_overlap_core", "core", lambda c: c.precision == "nvfp4" and c.overlap and c.core is not None,
+         lambda c: c.core >= (0, 19, 2),
+         lambda c: "precision=nvfp4 with overlap_moe_expert_parallel_comm needs Megatron-Core >= 0.19.2: before it "
+                   "the overlap schedule ran the MoE layers outside the FP4 context, so the arm would silently "
+                   f"measure bf16 layers (container core {'.'.join(map(str, c.core or ()))})", NVFP4_OVERLAP_SOURCE),
     # --- overlap_moe_expert_parallel_comm preconditions
     Rule("overlap_torch", "core", ovl, lambda c: _ge(c.torch, (2, 6, 0)),
          lambda c: "A2A Overlap encounters hang issue with torch version < 2.6.0 "

@@ -136,7 +136,42 @@ def test_c05_deepep_on_gb200_rejected_with_hybridep_hint():
 def test_ncclep_needs_hopper_and_core_019():
     assert "ncclep_gpu" in errors(ctx("ncclep", gpu="a100"))
     assert "ncclep_core" in errors(ctx("ncclep", core="0.18.0"))
-    assert errors(ctx("ncclep", gpu="h100")) == {}
+    assert errors(ctx("ncclep", gpu="h100", te="2.18.0", moe_expert_rank_capacity_factor=1.5,
+                      moe_ncclep_static_shape=True)) == {}
+
+
+def test_ncclep_needs_capacity_factor_and_te_with_nccl_ep():
+    # the proven stack (core 0.19.2, TE 2.12) cannot build an ncclep arm: both the buffer budget and NCCL EP miss
+    e = errors(ctx("ncclep", overlap=False, te="2.12.0"))
+    assert {"ncclep_capacity_factor", "ncclep_te"} <= set(e)
+    assert "moe_expert_rank_capacity_factor" in e["ncclep_capacity_factor"]
+    assert set(errors(ctx("ncclep", overlap=False, te="2.18.0"))) == {"ncclep_capacity_factor"}
+    assert errors(ctx("ncclep", overlap=False, te="2.18.0", moe_expert_rank_capacity_factor=1.5)) == {}
+    # core 0.18 had no capacity-factor requirement (it had no ncclep backend at all: ncclep_core)
+    assert "ncclep_capacity_factor" not in errors(ctx("ncclep", overlap=False, core="0.18.0"))
+
+
+def test_ncclep_overlap_without_static_shape_warns_of_the_sync():
+    c = ctx("ncclep", te="2.18.0", moe_expert_rank_capacity_factor=1.5)
+    assert "ncclep_overlap_static_shape" in warnings(c) and not errors(c)
+    assert "ncclep_overlap_static_shape" not in warnings(ctx("ncclep", te="2.18.0", moe_ncclep_static_shape=True,
+                                                             moe_expert_rank_capacity_factor=1.5))
+
+
+def test_precision_rules_key_on_gpu_te_and_core():
+    from dataclasses import replace
+
+    base = ctx(overlap=False)
+    assert "precision_arch" in errors(replace(base, precision="nvfp4"))
+    assert "Blackwell" in errors(replace(base, precision="mxfp8"))["precision_arch"]
+    assert "precision_arch" not in errors(replace(base, precision="nvfp4", gpu_type="b200"))
+    assert errors(replace(base, precision="fp8_cs")) == {}
+    assert "precision_te" in errors(replace(base, precision="fp8_cs", te=(2, 1, 0)))
+    assert "precision_te" in errors(replace(base, precision="nvfp4", gpu_type="b200", te=(2, 6, 0)))
+    ovl = ctx(overlap=True, gpu="b200", env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"})
+    assert "nvfp4_overlap_core" in errors(replace(ovl, precision="nvfp4", core=(0, 19, 1)))
+    assert "nvfp4_overlap_core" not in errors(replace(ovl, precision="nvfp4", core=(0, 19, 2)))
+    assert "nvfp4_overlap_core" not in errors(replace(base, precision="nvfp4", gpu_type="b200", core=(0, 18, 0)))
 
 
 def test_missing_deepep_package_prunes_flex():
