@@ -275,6 +275,8 @@ def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
                     "hold_s": payload.get("hold_s", 0), "hold_at": payload.get("hold_at", "end"),
                     "log_interval": 1, "profile": plan.cfg.get("profile") is True},
         "allow_adjust": list(v.allow_adjust),
+        "precision": ({"name": job.precision.name, "mixed_precision": job.precision.mixed_precision}
+                      if job.precision is not None else {"name": "bf16", "mixed_precision": "bf16_mixed"}),
     }
 
 
@@ -306,7 +308,15 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
         "stages": stages, "runs": [{"variant": n, "repeat": r} for n, r in plan.runs], "variants": variants,
         "design": plan.design or {}, "blocks": [dict(b) for b in plan.blocks],
         "bound": dict(plan.bound), "prune_below_ceiling": plan.settings.prune_below_ceiling,
+        "precision": sweep_precision(exp),
     }
+
+
+def sweep_precision(exp: Expansion) -> str:
+    """The sweep's precision (conf/precision/): its name when every job has the same one, ``"swept"`` when
+    ``precision=`` is an axis (each variant's name and axes then carry it)."""
+    names = {(j.precision.name if j.precision is not None else "bf16") for j in exp.jobs.values()}
+    return names.pop() if len(names) == 1 else "swept"
 
 
 def _masked_config(cfg: dict[str, Any], secret_env: tuple[str, ...]) -> dict[str, Any]:

@@ -61,6 +61,8 @@ class VariantSpec:
     attempt: int | None = None
     sweep_id: str | None = None
     profile: bool = False  # payload.profile: capture a torch.profiler trace of a few steady steps (attempt 1)
+    # precision (conf/precision/): its name and the Megatron-Bridge mixed-precision recipe train mode selects
+    precision: dict[str, Any] = field(default_factory=lambda: {"name": "bf16", "mixed_precision": "bf16_mixed"})
 
     @property
     def world_size(self) -> int | None:
@@ -166,6 +168,7 @@ def load_variant(path: str | Path) -> VariantSpec:
         allow_adjust=tuple(allow) if allow is not None else DEFAULT_ALLOW_ADJUST,
         sweep_id=doc.get("sweep_id"),
         profile=payload.get("profile") is True,
+        precision=dict(doc.get("precision") or {"name": "bf16", "mixed_precision": "bf16_mixed"}),
     )
 
 
