@@ -89,6 +89,10 @@ class ModelConfig:
     # the planner sets it on the ncclep arms only (experiments/expand.py)
     moe_expert_rank_capacity_factor: float | None = None
     moe_ncclep_static_shape: bool | None = None
+    # EP-overlap companions (Megatron-Core 0.19.2 transformer_config.py:2759-2776); None = not sent (an older core
+    # has no such field)
+    overlap_dispatch_backward_with_experts_wgrad: bool | None = None
+    ep_overlap_early_attn_memory_release: bool | None = None
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "moe_ffn_hidden_size",
@@ -117,6 +121,8 @@ class ModelConfig:
             if f.name in NCCLEP_ONLY:  # set on the ncclep arms only (experiments/expand.py)
                 continue
             v = getattr(self, f.name)
+            if v is None and f.name in SENT_WHEN_SET:
+                continue
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return out
 
@@ -124,6 +130,8 @@ class ModelConfig:
 # ModelConfig fields that only the ncclep arms get: an older Megatron-Core has no such TransformerConfig field, and
 # 0.19.2 refuses the capacity factor on other backends (transformer_config.py:1692-1697)
 NCCLEP_ONLY = ("moe_expert_rank_capacity_factor", "moe_ncclep_static_shape")
+# ModelConfig fields sent to the job only when set: an older Megatron-Core has no such TransformerConfig field
+SENT_WHEN_SET = ("overlap_dispatch_backward_with_experts_wgrad", "ep_overlap_early_attn_memory_release")
 PRECISIONS = ("bf16", "fp8_cs", "fp8_delayed", "mxfp8", "nvfp4")
 
 

@@ -323,6 +323,15 @@ def _make_variant(name, dispatcher, overlap, delay_wgrad, axes, stage_idx, stage
         adjustments.append({"field": "moe_shared_expert_overlap", "from": True, "to": False,
                             "why": "overlap_moe_expert_parallel_comm requires moe_shared_expert_overlap=False"})
         warns.append("moe_shared_expert_overlap set true -> false (required by overlap; recorded as an adjustment)")
+    elif flex and settings["moe_shared_expert_overlap"]:
+        # Megatron-Bridge 0.6.2 apply_flex_dispatcher_backend sets it false on every flex backend
+        # (training/flex_dispatcher_backend.py:56 and :99): record what the run will do
+        settings["moe_shared_expert_overlap"] = False
+        adjustments.append({"field": "moe_shared_expert_overlap", "from": True, "to": False,
+                            "why": "Megatron-Bridge apply_flex_dispatcher_backend turns it off for every flex backend "
+                                   "(training/flex_dispatcher_backend.py:99)"})
+        warns.append("moe_shared_expert_overlap set true -> false by the flex backend: this arm differs from its "
+                     "baseline in the shared-expert overlap as well as the dispatcher (recorded as an adjustment)")
     reasons: list[str] = []
     if preflight != "off":
         ctx = RuleContext(settings=settings, dispatcher=dispatcher, overlap=overlap, delay_wgrad=delay_wgrad,

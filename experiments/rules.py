@@ -214,6 +214,39 @@ NVFP4_OVERLAP_SOURCE = ("Megatron-Core 0.19.2 megatron/core/transformer/transfor
 NCCLEP_TE_MIN: Version = (2, 17, 0)
 NCCLEP_BUILD_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/moe/token_dispatcher.py:1558-1568 (_NCCLEPManager)"
 NCCLEP_SYNC_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2716-2728"
+NCCLEP_STATIC_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/moe/token_dispatcher.py:1533-1545"
+# A whole-layer TE CUDA graph (empty cuda_graph_modules) with EP overlap passes TransformerConfig and asserts at the
+# first graph replay: transformer_layer.py:1255-1264 ("EP overlap must be disabled when CUDA graph captures the
+# whole MLP/MoE part", in _te_cuda_graph_replay_impl)
+WHOLE_LAYER_GRAPH_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_layer.py:1255-1264"
+EP_COMPANIONS_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2759-2776"
+SHARED_OVERLAP_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1644-1650"
+# The combined 1F1B schedule runs the first micro-batch's forward and the last one's backward alone
+# (pipeline_parallel/combined_1f1b.py:76 and :119): n micro-batches overlap n-1 forward/backward pairs. Interleaved
+# pipelining adds one warm-up micro-batch with overlap (pipeline_parallel/schedules.py:939-943).
+ONE_MICROBATCH_SOURCE = ("Megatron-Core 0.19.2 megatron/core/pipeline_parallel/combined_1f1b.py:76,119; "
+                         "schedules.py:939-943")
+# Megatron-Bridge 0.6.0/0.6.1 models/transformer_config.py:85-121 (_enable_safe_hybridep_dispatch) turns on
+# moe_hybridep_pad_uneven_dispatch_inputs for every eager (no CUDA graph) HybridEP run; 0.6.2 (same file, :91-135,
+# called from training/config.py:1249 with uses_thd) only for packed THD sequences.
+HYBRIDEP_PAD_SOURCE = ("Megatron-Bridge 0.6.1 models/transformer_config.py:85-121 vs 0.6.2 :91-135 "
+                       "(_enable_safe_hybridep_dispatch)")
+# Known failures, as warnings (no library check catches them): Megatron-Bridge PR 6020 dropped DeepEP and EP 32 -> 8
+# from the DeepSeek-V3 B200 FP8-MX/NVFP4 recipes after an illegal memory access in DeepEP internode_dispatch;
+# Megatron-LM issue 1810: overlap can deadlock at scale (one CUDA event gates both comm ops, so ranks may launch
+# collectives in different orders); NCCL issue 2303: NCCL EP LOW_LATENCY dispatch/combine time out on GB200/GB300 NVL72.
+DEEPEP_B200_URL = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/6020"
+OVERLAP_DEADLOCK_URL = "https://github.com/NVIDIA/Megatron-LM/issues/1810"
+NCCLEP_NVL72_URL = "https://github.com/NVIDIA/nccl/issues/2303"
+OVERLAP_DEADLOCK_MIN_GPUS = 256  # "large runs": warn from this world size (the issue gives no threshold)
+
+
+def num_microbatches(ctx: RuleContext) -> int | None:
+    """global_batch_size / (micro_batch_size x DP) per step, or None when DP is unknown."""
+    dp = _dp(ctx)
+    if dp is None or not ctx.micro_batch_size:
+        return None
+    return ctx.global_batch_size // (ctx.micro_batch_size * dp)
 
 
 RULES: tuple[Rule, ...] = (
@@ -245,6 +278,22 @@ RULES: tuple[Rule, ...] = (
          lambda c: "overlap with ncclep and moe_ncclep_static_shape=False keeps a device-to-host sync that "
                    "serialises the 1F1B overlap: this arm measures about no gain by construction (static shape needs "
                    "use_transformer_engine_op_fuser and moe_grouped_gemm)", NCCLEP_SYNC_SOURCE, "warning"),
+    Rule("ncclep_static_shape_fuser", "core", lambda c: c.dispatcher == "ncclep"
+         and bool(c.settings.get("moe_ncclep_static_shape")),
+         lambda c: bool(c.settings.get("use_transformer_engine_op_fuser")) and bool(c.settings.get("moe_grouped_gemm")),
+         lambda c: "moe_ncclep_static_shape=True requires BOTH use_transformer_engine_op_fuser and moe_grouped_gemm "
+                   "(the fused grouped GEMM over device-side per-expert counts); the model profile does not set them, "
+                   "so the recipe must (validate's dispatcher build decides)", NCCLEP_STATIC_SOURCE, "warning"),
+    Rule("ncclep_nvl72_low_latency", "env", lambda c: c.dispatcher == "ncclep" and c.gpu_type in ("gb200", "gb300"),
+         lambda c: False,
+         lambda c: f"NCCL EP LOW_LATENCY dispatch/combine time out on {c.gpu_type} NVL72 (HIGH_THROUGHPUT passes): "
+                   f"a known failure ({NCCLEP_NVL72_URL})", NCCLEP_NVL72_URL, "warning"),
+    Rule("deepep_b200_internode", "env", lambda c: c.dispatcher == "deepep" and c.gpu_type in ("b200", "b300")
+         and c.expert_model_parallel_size > (c.world_size // c.nodes if c.world_size and c.nodes else 8),
+         lambda c: False,
+         lambda c: f"DeepEP internode dispatch (EP={c.expert_model_parallel_size} across nodes) crashed with an "
+                   f"illegal memory access on {c.gpu_type}; NVIDIA dropped DeepEP and lowered EP 32 -> 8 in its "
+                   f"DeepSeek-V3 B200 recipes ({DEEPEP_B200_URL})", DEEPEP_B200_URL, "warning"),
     Rule("flex_tp_ep", "world", lambda c: c.dispatcher in ("deepep", "ncclep"),
          lambda c: c.expert_tensor_parallel_size * c.expert_model_parallel_size > 1,
          lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'NCCL EP'} dispatcher requires TPxEP > 1 (expert "
@@ -319,6 +368,41 @@ RULES: tuple[Rule, ...] = (
          lambda c: c.cuda_graph_impl == "transformer_engine",
          lambda c: "on Megatron-Core 0.16/0.17, overlap needs cuda_graph_impl none or transformer_engine",
          "Megatron-Core 0.16/0.17 TransformerConfig"),
+    Rule("overlap_whole_layer_graph", "core", lambda c: c.overlap and c.cuda_graph_impl == "transformer_engine",
+         lambda c: bool(_scope(c)),
+         lambda c: "EP overlap must be disabled when CUDA graph captures the whole MLP/MoE part: "
+                   "cuda_graph_impl=transformer_engine with an empty cuda_graph_scope graphs the whole layer, and "
+                   "TransformerConfig lets it pass; the assert fires at the first graph replay (use "
+                   "cuda_graph_scope=[moe_router,moe_preprocess])", WHOLE_LAYER_GRAPH_SOURCE),
+    Rule("overlap_one_microbatch", "env", lambda c: c.overlap and num_microbatches(c) is not None,
+         lambda c: (num_microbatches(c) or 0) > 1,
+         lambda c: f"{num_microbatches(c)} micro-batch per step (global_batch_size={c.global_batch_size}, "
+                   f"micro_batch_size={c.micro_batch_size}, DP={_dp(c)}): the overlap schedule overlaps n-1 of n "
+                   "micro-batches, so nothing overlaps; raise global_batch_size", ONE_MICROBATCH_SOURCE, "warning"),
+    Rule("overlap_deadlock_at_scale", "env",
+         lambda c: c.overlap and (c.world_size or 0) >= OVERLAP_DEADLOCK_MIN_GPUS, lambda c: False,
+         lambda c: f"overlap at {c.world_size} GPUs: a deadlock at scale is reported open upstream (ranks may "
+                   f"launch the two EP collectives in different orders; {OVERLAP_DEADLOCK_URL}); a hang here is "
+                   "classified as such, not as a slow arm", OVERLAP_DEADLOCK_URL, "warning"),
+    Rule("dispatch_bwd_wgrad_excludes_overlap", "core",
+         lambda c: bool(c.settings.get("overlap_dispatch_backward_with_experts_wgrad")),
+         lambda c: not c.overlap and not c.delay_wgrad and _ge(c.te, (2, 3, 0)),
+         lambda c: "overlap_dispatch_backward_with_experts_wgrad excludes overlap_moe_expert_parallel_comm and "
+                   "delay_wgrad_compute and needs TE >= 2.3.0", EP_COMPANIONS_SOURCE),
+    Rule("early_attn_release_needs_overlap", "core",
+         lambda c: bool(c.settings.get("ep_overlap_early_attn_memory_release")), lambda c: c.overlap,
+         lambda c: "overlap_moe_expert_parallel_comm must be enabled when enabling "
+                   "ep_overlap_early_attn_memory_release", EP_COMPANIONS_SOURCE),
+    Rule("shared_expert_overlap_dispatcher", "core", lambda c: bool(c.moe_shared_expert_overlap),
+         lambda c: c.moe_token_dispatcher_type in ("alltoall", "flex"),
+         lambda c: "moe_shared_expert_overlap only works with alltoall or flex token dispatcher (the model profile "
+                   f"sets it; dispatcher {c.moe_token_dispatcher_type})", SHARED_OVERLAP_SOURCE),
+    Rule("hybridep_padded_dispatch", "bridge", lambda c: c.dispatcher == "hybridep" and c.cuda_graph_impl == "none"
+         and c.bridge is not None and (0, 6, 0) <= c.bridge < (0, 6, 2), lambda c: False,
+         lambda c: f"Megatron-Bridge {'.'.join(map(str, c.bridge or ()))} forces the padded HybridEP dispatch "
+                   "(moe_hybridep_pad_uneven_dispatch_inputs=true, a host sync per dispatch) on every eager run; "
+                   "0.6.2 keeps it for packed THD sequences only: this arm measures the slow path",
+         HYBRIDEP_PAD_SOURCE, "warning"),
     # --- CUDA-graph scopes on an all-MoE model (held against real core by the conformance test)
     Rule("graph_scope_moe_router_both", "core", lambda c: _graphs(c),
          lambda c: not {"moe", "moe_router"} <= set(_scope(c)),
@@ -359,14 +443,15 @@ RULES: tuple[Rule, ...] = (
          lambda c: "TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph",
          "Megatron-Core TransformerConfig (core >= 0.16)"),
     Rule("delay_wgrad_te_2_12", "bridge",
-         lambda c: c.delay_wgrad and c.cuda_graph_impl == "transformer_engine" and (
-             "attn" in _scope(c) or ("moe_router" in _scope(c) and bool(c.moe_shared_expert_intermediate_size)
-                                     and not c.moe_shared_expert_overlap)),
+         lambda c: c.delay_wgrad and ("attn" in _scope(c) or (
+             "moe_router" in _scope(c) and c.moe_shared_expert_intermediate_size is not None
+             and not c.moe_shared_expert_overlap)),
          lambda c: _ge(c.te, (2, 12, 0)) and bool(c.gradient_accumulation_fusion)
-         and not (c.add_bias_linear or c.add_qkv_bias),
-         lambda c: "delay_wgrad_compute with CUDA-graph scope attn (or moe_router with non-overlapped shared "
-                   "experts) needs Transformer Engine >= 2.12.0, gradient_accumulation_fusion and no attention bias",
-         "Megatron-Bridge comm_overlap TE check (TE 2.12)"),
+         and not ("attn" in _scope(c) and (c.add_bias_linear or c.add_qkv_bias)),
+         lambda c: "CUDA graph with delay_wgrad_compute (graphed modules attn, or moe_router with non-overlapped "
+                   "shared experts) requires TE >= 2.12.0 and gradient_accumulation_fusion; with attn graphed, no "
+                   "attention bias", "Megatron-Bridge 0.6.2 training/comm_overlap.py:537-557 (keys on the graphed "
+                   "modules, whatever cuda_graph_impl)"),
     Rule("te_unknown", "te", lambda c: c.delay_wgrad and c.te is None, lambda c: False,
          lambda c: "the container profile has no Transformer Engine version: the TE minimums for "
                    "delay_wgrad_compute were not checked here (the real check runs inside the container)",

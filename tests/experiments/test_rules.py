@@ -249,3 +249,60 @@ def test_hopper_tp_with_overlap_warns_and_blackwell_does_not():
     assert "hopper_tp_overlap_connections" not in warnings(ctx(overlap=False, tensor_model_parallel_size=2,
                                                                 num_query_groups=4))
     assert "hopper_tp_overlap_connections" not in warnings(ctx())
+
+
+# --- rules completed against Core 0.19.2 / Bridge 0.6.2 (each cites its file and line in experiments/rules.py)
+def test_whole_layer_te_graph_with_overlap_is_pruned():
+    assert "overlap_whole_layer_graph" in errors(ctx(cuda_graph_impl="transformer_engine", cuda_graph_scope=[]))
+    assert "overlap_whole_layer_graph" not in errors(ctx(cuda_graph_impl="transformer_engine",
+                                                         cuda_graph_scope=["moe_router", "moe_preprocess"]))
+    assert "overlap_whole_layer_graph" not in errors(ctx(overlap=False, cuda_graph_impl="transformer_engine"))
+
+
+def test_one_microbatch_per_step_warns_that_nothing_overlaps():
+    assert "overlap_one_microbatch" in warnings(ctx(global_batch_size=8, world=8))  # DP 8, MBS 1: 1 micro-batch
+    assert "overlap_one_microbatch" not in warnings(ctx(global_batch_size=64, world=8))
+
+
+def test_ep_overlap_companion_knobs():
+    assert "dispatch_bwd_wgrad_excludes_overlap" in errors(ctx(overlap_dispatch_backward_with_experts_wgrad=True))
+    assert "dispatch_bwd_wgrad_excludes_overlap" not in errors(ctx(
+        overlap=False, overlap_dispatch_backward_with_experts_wgrad=True))
+    assert "early_attn_release_needs_overlap" in errors(ctx(overlap=False, ep_overlap_early_attn_memory_release=True))
+    assert "early_attn_release_needs_overlap" not in errors(ctx(ep_overlap_early_attn_memory_release=True))
+
+
+def test_shared_expert_overlap_needs_alltoall_or_flex():
+    c = ctx("allgather", overlap=False, moe_shared_expert_intermediate_size=512, moe_shared_expert_overlap=True)
+    assert "shared_expert_overlap_dispatcher" in errors(c)
+    assert "shared_expert_overlap_dispatcher" not in errors(ctx(
+        overlap=False, moe_shared_expert_intermediate_size=512, moe_shared_expert_overlap=True))
+
+
+def test_hybridep_padded_dispatch_warning_keys_on_the_bridge_version():
+    from dataclasses import replace
+
+    c = ctx("hybridep", overlap=False)
+    assert "hybridep_padded_dispatch" in warnings(replace(c, bridge=(0, 6, 1)))
+    assert "hybridep_padded_dispatch" not in warnings(replace(c, bridge=(0, 6, 2)))
+    assert "hybridep_padded_dispatch" not in warnings(replace(c, bridge=(0, 6, 0), settings={
+        **c.settings, "cuda_graph_impl": "transformer_engine"}))
+
+
+def test_delay_wgrad_te_2_12_keys_on_graphed_modules_whatever_the_implementation():
+    attn_local = ctx(delay_wgrad=True, te="2.11.0", cuda_graph_impl="local", cuda_graph_scope=["attn"],
+                     gradient_accumulation_fusion=True)
+    assert "delay_wgrad_te_2_12" in errors(attn_local)
+    # attention bias only matters when attn is graphed
+    router = ctx(delay_wgrad=True, te="2.12.0", cuda_graph_impl="transformer_engine", cuda_graph_scope=["moe_router"],
+                 moe_shared_expert_intermediate_size=512, gradient_accumulation_fusion=True, add_qkv_bias=True)
+    assert "delay_wgrad_te_2_12" not in errors(router)
+
+
+def test_known_failures_warn():
+    assert "deepep_b200_internode" in warnings(ctx("deepep", gpu="b200", expert_model_parallel_size=32,
+                                                   num_moe_experts=64, world=64, nodes=8))
+    assert "deepep_b200_internode" not in warnings(ctx("deepep", gpu="b200", world=64, nodes=8))  # EP 8: one node
+    assert "ncclep_nvl72_low_latency" in warnings(ctx("ncclep", gpu="gb200"))
+    assert "overlap_deadlock_at_scale" in warnings(ctx(world=256, global_batch_size=1024))
+    assert "overlap_deadlock_at_scale" not in warnings(ctx(world=8))
