@@ -241,6 +241,20 @@ NCCLEP_NVL72_URL = "https://github.com/NVIDIA/nccl/issues/2303"
 OVERLAP_DEADLOCK_MIN_GPUS = 256  # "large runs": warn from this world size (the issue gives no threshold)
 
 
+def _graphed_recompute_with_dropout(c: RuleContext) -> str | None:
+    """Megatron-Core's message when a selectively recomputed module is also CUDA-graphed while its dropout is on
+    (a graphed recompute cannot take a fresh random number), else None. A whole-layer graph (empty scope) counts as
+    graphing every module."""
+    whole, scope, mods = not _scope(c), set(_scope(c)), set(_modules(c))
+    attn_drop = c.settings.get("attention_dropout", 0.1)
+    hidden_drop = c.settings.get("hidden_dropout", 0.1)
+    if attn_drop and "core_attn" in mods and (whole or "attn" in scope):
+        return "attention dropout is not supported with graphed attention recomputation."
+    if hidden_drop and (("mlp" in mods and (whole or "mlp" in scope)) or ("moe" in mods and (whole or "moe" in scope))):
+        return "hidden dropout is not supported with graphed MLP/MoE recomputation."
+    return None
+
+
 def num_microbatches(ctx: RuleContext) -> int | None:
     """global_batch_size / (micro_batch_size x DP) per step, or None when DP is unknown."""
     dp = _dp(ctx)
@@ -410,6 +424,22 @@ RULES: tuple[Rule, ...] = (
     Rule("graph_scope_preprocess", "core", lambda c: _graphs(c) and "moe_preprocess" in _scope(c),
          lambda c: c.cuda_graph_impl == "local" or "moe_router" in _scope(c),
          lambda c: "moe_preprocess cuda graph is only supported with moe_router cuda graph.", GRAPHS),
+    Rule("graph_full_recompute", "core", lambda c: _graphs(c) and c.recompute_granularity == "full",
+         lambda c: False,
+         lambda c: "full recompute is only supported with full iteration CUDA graph. (cuda_graph_impl="
+                   f"{c.cuda_graph_impl}, recompute_granularity=full)",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2521-2525"),
+    Rule("graph_moe_recompute_router", "core",
+         lambda c: c.cuda_graph_impl == "transformer_engine" and c.recompute_granularity == "selective"
+         and "moe" in _modules(c), lambda c: "moe_router" not in _scope(c),
+         lambda c: "moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl "
+                   "transformer_engine.", "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2529-2535"),
+    Rule("graph_recompute_dropout", "core",
+         lambda c: _graphs(c) and c.recompute_granularity == "selective",
+         lambda c: not _graphed_recompute_with_dropout(c),
+         lambda c: _graphed_recompute_with_dropout(c) or "",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2538-2566 (dropout defaults 0.1, "
+         ":181/:184; a recipe that sets dropout 0 passes)"),
     Rule("graph_scope_mlp", "core", lambda c: _graphs(c) and c.num_moe_experts > 1, lambda c: "mlp" not in _scope(c),
          lambda c: "mlp cuda graph is only supported for dense layers, but not found in the model. "
                    "(every layer of these model profiles is an MoE layer)", GRAPHS),
