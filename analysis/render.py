@@ -166,6 +166,7 @@ def reference_blocks(summary: Summary) -> list[Block]:
                               f"{row.get('gpu')}, {row.get('precision')}, {row.get('container')}: "
                               f"{row.get('tflops_per_gpu')} TFLOP/s/GPU ({row.get('source')})"))
     out.extend(Block("p", c.text()) for c in b.reference)
+    out.extend(Block("p", line) for line in (b.sweep.core_recipes or []))
     if not b.reference:
         out.append(Block("p", "no timed baseline to compare with " + (
             f"the published {row.get('tflops_per_gpu')} TFLOP/s/GPU ({row.get('source')})" if row else

@@ -43,6 +43,27 @@ def published_rows() -> tuple[dict[str, Any], ...]:
     return tuple(yaml.safe_load((REFERENCE_DIR / "megatron_bridge_perf.yaml").read_text()))
 
 
+CORE_RECIPES_URL = "https://github.com/NVIDIA/Megatron-LM/blob/19d22f518dfaf90bec803fd6fb6e76df9a61c047/examples/moe_recipes"
+
+
+@cache
+def core_recipes() -> tuple[dict[str, Any], ...]:
+    """conf/reference/megatron_core_moe_recipes.yaml: Megatron-Core's MoE recipe index (layouts and features, no
+    throughput), the second source shown beside the published row."""
+    return tuple(yaml.safe_load((REFERENCE_DIR / "megatron_core_moe_recipes.yaml").read_text()))
+
+
+def core_recipe_notes(model: str, gpu: str | None, precision: str) -> list[str]:
+    """One line per Megatron-Core recipe of this model, GPU and precision (any GPU count), with its URL."""
+    out = []
+    for r in core_recipes():
+        if r["model"] == model and r["gpu"] == gpu and r["precision"] == precision:
+            out.append(f"Megatron-Core recipe on {r['gpus']} x {gpu} {precision}: TP/PP/EP/CP/ETP {r['tp']}/{r['pp']}/"
+                       f"{r['ep']}/{r['cp']}/{r['etp']}, MBS/GBS/SL {r['mbs']}/{r['gbs']}/{r['seq']}; "
+                       f"{r['features']} ({CORE_RECIPES_URL}/{r['recipe']})")
+    return out
+
+
 def match_row(model: str, gpu: str | None, gpus: int, precision: str,
               rows: tuple[dict[str, Any], ...] | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(the published row of this model, GPU, GPU count and precision, None) or (None, why no row matched).
@@ -108,7 +129,8 @@ def bound_doc(job: Any, settings: Any, cfg: dict[str, Any]) -> dict[str, Any]:
             "matmul_source": ceiling_src, "link": link, "link_gbps": gbps, "link_note": note,
             "a2a_bytes_per_step": nbytes, "reference": row, "reference_note": ref_note,
             "reference_gate": bool(settings.reference_gate and row), "ceiling": ceiling,
-            "precision": prec.name if prec is not None else precision}
+            "precision": prec.name if prec is not None else precision,
+            "core_recipes": core_recipe_notes(m.name, gpu, precision)}
 
 
 def is_overlap_arm(v: Variant) -> bool:

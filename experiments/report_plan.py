@@ -66,6 +66,8 @@ def _print_reference(console, bound: dict) -> None:
         console.print(f"[cyan]published row:[/] none ({note})", highlight=False)
     if row and note:
         console.print(f"[cyan]note:[/] {note}", highlight=False)
+    for line in bound.get("core_recipes") or []:
+        console.print(f"[cyan]second source:[/] {line}", highlight=False)
 
 
 def _cells(v) -> tuple[str, ...]:
