@@ -21,7 +21,9 @@ allocates a CUDA flag, :1054), the build cannot run here and the planner's rules
 from __future__ import annotations
 
 import contextlib
+import re
 import traceback
+from collections.abc import Callable
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -63,9 +65,9 @@ class _StandInGroup:
 
 
 def _version(text: Any) -> tuple[int, ...] | None:
-    from experiments.rules import parse_version
-
-    return parse_version(text)
+    """``"2.18.0+eb63fb63"`` -> ``(2, 18, 0)``; None without digits."""
+    nums = [int(n) for n in re.findall(r"\d+", str(text or ""))[:3]]
+    return tuple(nums + [0] * (3 - len(nums))) if nums else None
 
 
 def library_place(exc: BaseException) -> str | None:
@@ -116,20 +118,20 @@ def _gpu_needed(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError | AssertionError) and any(t in str(exc).lower() for t in _NO_GPU)
 
 
-def build_dispatcher(cfg: Any, container: dict[str, Any] | None = None) -> DispatcherBuild:
+def build_dispatcher(cfg: Any, container: dict[str, Any] | None = None,
+                     message: Callable[[BaseException], str] = str) -> DispatcherBuild:
     """Construct Megatron-Core's token dispatcher for the built ``TransformerConfig`` ``cfg``.
 
     Args:
         cfg: a ``TransformerConfig`` that passed ``__post_init__`` (num_moe_experts, EP/ETP sizes, dispatcher).
         container: the target's versions (variant.json ``container``: ``transformer_engine``, ``deep_ep``); without
             it the packages installed here decide.
+        message: how a library exception becomes its message (mcore_check.library_message).
 
     Returns:
         DispatcherBuild; never raises for a library error (that is a failure with its message and place).
     """
     from megatron.core.transformer.moe import token_dispatcher as td
-
-    from experiments.payload.mcore_check import library_message
 
     kind = cfg.moe_token_dispatcher_type
     backend = cfg.moe_flex_dispatcher_backend if kind == "flex" else kind
@@ -155,7 +157,7 @@ def build_dispatcher(cfg: Any, container: dict[str, Any] | None = None) -> Dispa
                                    not_run=(f"{name} build (needs a GPU: {str(e).splitlines()[0][:80]}); the "
                                             f"planner rules {rules} stand in",))
         place = library_place(e)
-        msg = library_message(e) + (f" ({place})" if place else "")
+        msg = message(e) + (f" ({place})" if place else "")
         return DispatcherBuild(failures=(msg,), decided=f"{name} build (the library) refused it")
     held = f"; the target's {', '.join(stood_in)} stood in by placeholder" if stood_in else ""
     return DispatcherBuild(decided=f"{name} built on the CPU with EP={ep}, ETP={etp} (the library){held}")

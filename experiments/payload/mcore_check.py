@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from experiments.payload.build_checks import build_check_messages
+from experiments.payload.dispatcher_build import build_dispatcher
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import CoreMissing
 from experiments.payload.spec import LIBRARY_DEFAULT_WHEN_NONE
@@ -273,9 +274,7 @@ def check_transformer_config(settings: dict[str, Any], *, world_size: int | None
             effective = read_effective(cfg, None, {k: settings.get(k) for k in NON_TRANSFORMER_FIELDS})
             messages.extend(build_check_messages(cfg))  # what the model build and first step check (router, heads)
             if build is not None and not messages:
-                from experiments.payload.dispatcher_build import build_dispatcher
-
-                built = build_dispatcher(cfg, build)
+                built = build_dispatcher(cfg, build, library_message)
                 messages.extend(built.failures)
                 not_run.extend(built.not_run)
                 decided.append(f"token dispatcher: {built.decided}")
