@@ -23,8 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import traceback
-from collections.abc import Callable
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
