@@ -163,6 +163,7 @@ class ContainerProfile:
     megatron_bridge: str | None = None
     deep_ep: str | None = None
     nemo_run: str | None = None
+    tests_dir: str | None = None  # the image's Megatron-Bridge tests/unit_tests (conformance=true runs them)
 
     def versions(self) -> dict[str, str | None]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -44,6 +44,7 @@ from experiments.checks import (
     check_writable,
 )
 from experiments.compose import Composed, compose_overrides
+from experiments.conformance import plan_doc
 from experiments.expand import Expansion, JobSpec, expand
 from experiments.settings import SWEEP_ID_RE, SweepSettings  # noqa: F401  (re-exported: the planner's API)
 
@@ -96,6 +97,7 @@ class Plan:
     design: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()  # plan-time warnings that go into the manifest (a dirty tree for action=plan)
     bound: dict[str, Any] = dataclasses.field(default_factory=dict)  # experiments/reference.py bound_doc
+    conformance: dict[str, Any] | None = None  # experiments/conformance.py plan_doc (conformance=true)
 
     @property
     def variants(self) -> tuple[Variant, ...]:
@@ -199,8 +201,9 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     check_writable(out)
     sha, dirty = git_state()
     notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster)) if n)
+    conformance = plan_doc(cfg, exp.container.tests_dir)
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
-                hours, sha, dirty, blocks, design, notes, bound)
+                hours, sha, dirty, blocks, design, notes, bound, conformance)
 
 
 def _prune_groups_without_baseline(exp: Expansion) -> Expansion:
@@ -309,6 +312,7 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
         "design": plan.design or {}, "blocks": [dict(b) for b in plan.blocks],
         "bound": dict(plan.bound), "prune_below_ceiling": plan.settings.prune_below_ceiling,
         "precision": sweep_precision(exp),
+        **({"conformance": plan.conformance} if plan.conformance else {}),
     }
 
 

@@ -39,6 +39,10 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
     if plan.mode_note:
         console.print(f"[cyan]note:[/] {plan.mode_note}")
     _print_reference(console, plan.bound)
+    if plan.conformance:
+        c = plan.conformance
+        console.print(f"[cyan]conformance:[/] {', '.join(s['file'] for s in c['suites'])} from {c['dir']} run in the "
+                      "run's container before the arms; a failed suite prunes the arms it covers", highlight=False)
     kept = sum(v.status != "pruned" for v in exp.variants)
     console.print(f"{kept} of {len(exp.variants)} variants kept, {len(plan.runs)} runs "
                   f"(repeats={plan.settings.repeats}); GPU-hour estimate {plan.gpu_hours:.2f} "
