@@ -29,6 +29,7 @@ from experiments.config import (
     TunnelConfig,
     build,
 )
+from experiments.payload.spec import arm_env
 from experiments.rules import RuleContext, evaluate, fitting_ep, min_world_size, parse_version
 
 # nvidia-smi name fragment -> cluster.gpu_type (FACTS §1 GPU generations)
@@ -265,7 +266,7 @@ def expand(composed: Composed, preflight: str = "static") -> Expansion:
                 v = dataclasses.replace(v, reasons=(*v.reasons, f"the {NEEDS_2_GPUS}; this machine has "
                                                                 f"{job.world_size}"))
             variants[name] = v
-            jobs[name] = job
+            jobs[name] = dataclasses.replace(job, env=arm_env(job.env, d))
     if not variants:
         raise ConfigError("the sweep is empty: no variant matches the command line's dispatcher/overlap/"
                           "delay_wgrad values in the preset's stages")
@@ -338,7 +339,7 @@ def _make_variant(name, dispatcher, overlap, delay_wgrad, axes, stage_idx, stage
                           torch=parse_version(prof.torch), te=parse_version(prof.transformer_engine),
                           core=parse_version(prof.megatron_core), bridge=parse_version(prof.megatron_bridge),
                           deep_ep=parse_version(prof.deep_ep), gpu_type=job.gpu_type, world_size=job.world_size,
-                          nodes=job.cluster.nodes, env=job.env, precision=precision.name)
+                          nodes=job.cluster.nodes, env=arm_env(job.env, dispatcher), precision=precision.name)
         for f in evaluate(ctx):
             (reasons if f.severity == "error" else warns).append(f.text)
     status = "pruned" if reasons else ("gated" if stage.gate else "planned")

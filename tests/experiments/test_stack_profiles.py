@@ -42,3 +42,21 @@ def test_proven_stack_plans_no_ncclep_arm_that_cannot_build(tmp_path):
     plan = _plan(tmp_path, "mbridge_0_6_h200", "h200", "model.moe_expert_rank_capacity_factor=1.5")
     for v in (v for v in plan.variants if v.dispatcher == "ncclep"):
         assert v.status == "pruned" and any("[ncclep_te]" in r for r in v.reasons)
+
+
+def test_hybridep_variables_only_on_hybridep_arms(tmp_path):
+    from experiments.payload.spec import drop_foreign_env
+    from experiments.plan import variant_payload
+
+    plan = make_plan(["action=plan", "model=qwen3_30b_a3b", "cluster=h100_slurm", "cluster.nodes=2",
+                      "+cluster.env_vars.NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8", "+cluster.env_vars.USE_MNNVL=0",
+                      f"output_dir={tmp_path / 's'}"])
+    envs = {v.dispatcher: variant_payload(plan, v)["env"] for v in plan.variants if v.status != "pruned"}
+    assert envs["hybridep"]["NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN"] == "8" and envs["hybridep"]["USE_MNNVL"] == "0"
+    for d in ("alltoall", "deepep"):
+        assert "USE_MNNVL" not in envs[d] and "NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN" not in envs[d]
+        assert envs[d]["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"
+    environ = {"USE_MNNVL": "0", "CUDA_DEVICE_MAX_CONNECTIONS": "32"}
+    assert drop_foreign_env("deepep", environ) == ["USE_MNNVL"] and environ == {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}
+    environ = {"USE_MNNVL": "0"}
+    assert drop_foreign_env("hybridep", environ) == [] and environ == {"USE_MNNVL": "0"}
