@@ -93,6 +93,14 @@ class ModelConfig:
     # has no such field)
     overlap_dispatch_backward_with_experts_wgrad: bool | None = None
     ep_overlap_early_attn_memory_release: bool | None = None
+    # token dropping / padding, paged stash and the flex SM counts (transformer_config.py:892, 926-937, 1268);
+    # None = not sent
+    moe_expert_capacity_factor: float | None = None
+    moe_pad_expert_input_to_capacity: bool | None = None
+    moe_paged_stash: bool | None = None
+    moe_flex_dispatcher_num_sms: int | None = None
+    moe_deepep_num_sms: int | None = None
+    moe_hybridep_num_sms: int | None = None
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "moe_ffn_hidden_size",
@@ -131,7 +139,9 @@ class ModelConfig:
 # 0.19.2 refuses the capacity factor on other backends (transformer_config.py:1692-1697)
 NCCLEP_ONLY = ("moe_expert_rank_capacity_factor", "moe_ncclep_static_shape")
 # ModelConfig fields sent to the job only when set: an older Megatron-Core has no such TransformerConfig field
-SENT_WHEN_SET = ("overlap_dispatch_backward_with_experts_wgrad", "ep_overlap_early_attn_memory_release")
+SENT_WHEN_SET = ("overlap_dispatch_backward_with_experts_wgrad", "ep_overlap_early_attn_memory_release",
+                 "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_paged_stash",
+                 "moe_flex_dispatcher_num_sms", "moe_deepep_num_sms", "moe_hybridep_num_sms")
 PRECISIONS = ("bf16", "fp8_cs", "fp8_delayed", "mxfp8", "nvfp4")
 
 

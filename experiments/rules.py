@@ -407,6 +407,32 @@ RULES: tuple[Rule, ...] = (
          lambda c: bool(c.settings.get("ep_overlap_early_attn_memory_release")), lambda c: c.overlap,
          lambda c: "overlap_moe_expert_parallel_comm must be enabled when enabling "
                    "ep_overlap_early_attn_memory_release", EP_COMPANIONS_SOURCE),
+    Rule("deepep_pad_to_capacity", "core", lambda c: c.dispatcher == "deepep"
+         and bool(c.settings.get("moe_pad_expert_input_to_capacity")), lambda c: False,
+         lambda c: "Flex token dispatcher with deepep backend does not support moe_pad_expert_input_to_capacity",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1600-1607"),
+    Rule("pad_needs_capacity_factor", "core", lambda c: bool(c.settings.get("moe_pad_expert_input_to_capacity")),
+         lambda c: c.settings.get("moe_expert_capacity_factor") is not None,
+         lambda c: "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1686-1690"),
+    Rule("paged_stash_needs_rank_capacity", "core", lambda c: bool(c.settings.get("moe_paged_stash")),
+         lambda c: c.settings.get("moe_expert_rank_capacity_factor") is not None,
+         lambda c: "moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use "
+                   "paged stashing without it (the capacity factor reaches the ncclep arms only)",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1903-1910"),
+    Rule("deprecated_sm_knobs", "core", lambda c: any(c.settings.get(k) is not None
+                                                      for k in ("moe_deepep_num_sms", "moe_hybridep_num_sms")),
+         lambda c: c.settings.get("moe_flex_dispatcher_num_sms") is not None or len(
+             {c.settings.get(k) for k in ("moe_deepep_num_sms", "moe_hybridep_num_sms")} - {None}) <= 1,
+         lambda c: "Conflicting deprecated SM-count knobs moe_deepep_num_sms / moe_hybridep_num_sms; set a single "
+                   "moe_flex_dispatcher_num_sms instead",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1616-1635"),
+    Rule("deprecated_sm_knob_used", "core", lambda c: any(c.settings.get(k) is not None
+                                                          for k in ("moe_deepep_num_sms", "moe_hybridep_num_sms")),
+         lambda c: False,
+         lambda c: "moe_deepep_num_sms / moe_hybridep_num_sms are deprecated on Megatron-Core 0.19.2 (routed to "
+                   "moe_flex_dispatcher_num_sms): set model.moe_flex_dispatcher_num_sms instead",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1616-1628", "warning"),
     Rule("shared_expert_overlap_dispatcher", "core", lambda c: bool(c.moe_shared_expert_overlap),
          lambda c: c.moe_token_dispatcher_type in ("alltoall", "flex"),
          lambda c: "moe_shared_expert_overlap only works with alltoall or flex token dispatcher (the model profile "
@@ -424,6 +450,13 @@ RULES: tuple[Rule, ...] = (
     Rule("graph_scope_preprocess", "core", lambda c: _graphs(c) and "moe_preprocess" in _scope(c),
          lambda c: c.cuda_graph_impl == "local" or "moe_router" in _scope(c),
          lambda c: "moe_preprocess cuda graph is only supported with moe_router cuda graph.", GRAPHS),
+    Rule("graph_preprocess_dtoh", "core",
+         lambda c: _graphs(c) and c.num_moe_experts > 1 and "moe_preprocess" in _scope(c)
+         and c.moe_token_dispatcher_type == "alltoall" and c.settings.get("moe_expert_capacity_factor") is not None
+         and not c.settings.get("moe_pad_expert_input_to_capacity"), lambda c: False,
+         lambda c: "moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in "
+                   "the preprocess step. (alltoall with moe_expert_capacity_factor and no padding to capacity)",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2504-2518"),
     Rule("graph_full_recompute", "core", lambda c: _graphs(c) and c.recompute_granularity == "full",
          lambda c: False,
          lambda c: "full recompute is only supported with full iteration CUDA graph. (cuda_graph_impl="

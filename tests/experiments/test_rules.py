@@ -306,3 +306,14 @@ def test_known_failures_warn():
     assert "ncclep_nvl72_low_latency" in warnings(ctx("ncclep", gpu="gb200"))
     assert "overlap_deadlock_at_scale" in warnings(ctx(world=256, global_batch_size=1024))
     assert "overlap_deadlock_at_scale" not in warnings(ctx(world=8))
+
+
+def test_capacity_padding_paged_stash_and_sm_knobs():
+    assert "deepep_pad_to_capacity" in errors(ctx("deepep", overlap=False, moe_pad_expert_input_to_capacity=True,
+                                                  moe_expert_capacity_factor=1.0))
+    assert "pad_needs_capacity_factor" in errors(ctx(overlap=False, moe_pad_expert_input_to_capacity=True))
+    assert not errors(ctx(overlap=False, moe_pad_expert_input_to_capacity=True, moe_expert_capacity_factor=1.0))
+    assert "paged_stash_needs_rank_capacity" in errors(ctx(overlap=False, moe_paged_stash=True))
+    c = ctx("deepep", overlap=False, moe_deepep_num_sms=20, moe_hybridep_num_sms=24)
+    assert "deprecated_sm_knobs" in errors(c) and "deprecated_sm_knob_used" in warnings(c)
+    assert "deprecated_sm_knobs" not in errors(ctx("deepep", overlap=False, moe_deepep_num_sms=20))

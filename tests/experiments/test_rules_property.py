@@ -59,6 +59,9 @@ variant = st.fixed_dictionaries({
     "deep_ep": st.sampled_from([None, "1.2.1"]),
     "precision": st.sampled_from(["bf16", "fp8_cs", "fp8_delayed"]),
     "gbs": st.sampled_from([16, 64]),
+    "pad": st.sampled_from([None, "pad_only", "pad_with_factor", "factor_only"]),
+    "stash": st.booleans(),
+    "sms": st.sampled_from([None, "deepep_only", "conflict"]),
 })
 
 PRECISION = {"bf16": {}, "fp8_cs": {"fp8": "hybrid", "fp8_recipe": "tensorwise"},
@@ -83,6 +86,13 @@ def _build(v: dict) -> tuple[RuleContext, dict, int]:
         over.update(moe_shared_expert_intermediate_size=512, moe_shared_expert_overlap=v["shared"] == "overlap")
     if v["mtp"]:
         over["mtp_num_layers"] = v["mtp"]
+    if v["pad"]:
+        over.update(moe_pad_expert_input_to_capacity=v["pad"] != "factor_only",
+                    moe_expert_capacity_factor=None if v["pad"] == "pad_only" else 1.0)
+    if v["stash"]:
+        over["moe_paged_stash"] = True
+    if v["sms"]:
+        over.update(moe_deepep_num_sms=20, moe_hybridep_num_sms=24 if v["sms"] == "conflict" else None)
     if v["dispatcher"] == "ncclep" and v["capacity"]:
         over["moe_expert_rank_capacity_factor"] = v["capacity"]
     world = max(8, v["tp"] * v["pp"] * v["ep"])
