@@ -211,3 +211,14 @@ def test_validate_builds_the_dispatcher_and_refuses_ncclep_with_the_library_mess
         "ncclep", False, container={"transformer_engine": "2.18.0"},
         settings={"moe_expert_rank_capacity_factor": 1.5}))
     assert code == 0, doc["checks"]
+
+
+def test_the_document_records_the_precision(tmp_path, capsys):
+    s = {"fp8": "hybrid", "fp8_recipe": "tensorwise"}
+    code, doc, _ = validate_doc(tmp_path, capsys, make_variant(
+        "alltoall", settings=s, precision={"name": "fp8_cs", "mixed_precision": "bf16_with_fp8_current_scaling_mixed"}))
+    assert code == 0, doc["checks"]
+    assert doc["precision"] == {"name": "fp8_cs", "mixed_precision": "bf16_with_fp8_current_scaling_mixed",
+                                "fp8": "hybrid", "fp8_recipe": "tensorwise"}
+    code, doc, _ = validate_doc(tmp_path / "bf16", capsys, make_variant("alltoall"))
+    assert doc["precision"]["name"] == "bf16"  # a variant.json written before the precision axis
