@@ -9,6 +9,7 @@ Planner side: :func:`plan_doc` (the manifest's ``conformance`` record) and :func
 gates). Job side (``python -m experiments.conformance DIR OUT SUITE=FILE ...``): runs each suite with pytest
 (``--junitxml``), writes ``OUT/conformance.json`` {suite: {"exit": int, "tests": {name: passed|failed|error|
 skipped}}}; exit 0 when it wrote the file (a failed test is an outcome, not an error of the job), 2 bad arguments.
+Only the job's first task runs the tests (``SLURM_PROCID``/``RANK`` 0); other tasks exit 0 at once.
 """
 
 from __future__ import annotations
@@ -123,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m experiments.conformance TEST_DIR OUT_DIR NAME=FILE [NAME=FILE ...]", file=sys.stderr)
         return 2
     folder, out = Path(args[0]), Path(args[1])
+    rank = os.environ.get("SLURM_PROCID") or os.environ.get("RANK") or "0"
+    if rank != "0":  # a job of several tasks: the first runs the tests, the others would race on the same files
+        print(f"[conformance] task {rank}: the tests run on task 0 only", flush=True)
+        return 0
     if not folder.is_dir():
         print(f"[conformance] test folder {folder} does not exist in this container", file=sys.stderr)
     run_suites(folder, out, dict(a.split("=", 1) for a in args[2:]))

@@ -54,6 +54,20 @@ def test_junit_outcomes_reads_each_test(tmp_path):
     assert junit_outcomes(tmp_path / "missing.xml") == {}
 
 
+def test_only_the_first_task_runs_the_tests(tmp_path, monkeypatch):
+    from experiments.conformance import main as job
+
+    folder = _suite_folder(tmp_path / "stack", overlap_ok=True)
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    assert job([str(folder), str(tmp_path / "o1"), "deepep=training/test_deepep.py"]) == 0
+    assert not (tmp_path / "o1").exists()
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert job([str(folder), str(tmp_path / "o0"), "deepep=training/test_deepep.py"]) == 0
+    result = json.loads((tmp_path / "o0" / "conformance.json").read_text())
+    assert result["deepep"]["exit"] == 0 and set(result["deepep"]["tests"].values()) == {"passed"}
+    assert job([str(folder)]) == 2
+
+
 @pytest.mark.slurm
 @pytest.mark.slow
 @pytest.mark.usefixtures("slurm_cluster")
@@ -77,3 +91,5 @@ def test_a_failed_suite_prunes_the_arms_it_covers_on_the_local_slurm(tmp_path, c
     assert by["a2a.ovl0.dw0"]["status"] != "pruned"  # the baseline is never covered
     report = (out / "report" / "report.md").read_text()
     assert "Conformance (the stack's own tests)" in report and "test_overlap_rejects_full_recompute | failed" in report
+    logs = "".join(p.read_text() for p in (out / "conformance" / "logs").glob("log-*"))
+    assert logs.count("[conformance] comm_overlap: exit 1") == 1  # one task ran the tests
