@@ -60,3 +60,17 @@ def test_hybridep_variables_only_on_hybridep_arms(tmp_path):
     assert drop_foreign_env("deepep", environ) == ["USE_MNNVL"] and environ == {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}
     environ = {"USE_MNNVL": "0"}
     assert drop_foreign_env("hybridep", environ) == [] and environ == {"USE_MNNVL": "0"}
+
+
+def test_shared_expert_overlap_model_default_per_dispatcher(tmp_path):
+    """deepseek_v3 sets moe_shared_expert_overlap: its allgather arm cannot build, and the flex arms get it turned
+    off by Bridge's apply_flex_dispatcher_backend, recorded as an adjustment (not a silent second knob)."""
+    plan = make_plan(["action=plan", "sweep=full", "model=deepseek_v3", "cluster=h100_slurm", "cluster.nodes=128",
+                      "overlap=off", "delay_wgrad=off", "max_gpu_hours=1e9", f"output_dir={tmp_path / 's'}"])
+    by = {v.dispatcher: v for v in plan.variants}
+    assert by["allgather"].status == "pruned"
+    assert any("[shared_expert_overlap_dispatcher]" in r for r in by["allgather"].reasons)
+    flex = by["deepep"]
+    assert flex.settings["moe_shared_expert_overlap"] is False
+    assert [a["field"] for a in flex.adjustments] == ["moe_shared_expert_overlap"]
+    assert by["alltoall"].settings["moe_shared_expert_overlap"] is True  # the baseline keeps the model's value
