@@ -97,7 +97,17 @@ class Finding:
 
     @property
     def text(self) -> str:
-        return f"[{self.rule}] {self.message} (mirrors {self.source})"
+        return f"[{self.rule}] {self.message} (mirrors {self.source}; {DECIDED_BY.get(self.scope, 'planner rule')})"
+
+
+# Which check decided a finding at plan time, and where the library's own check runs (the plan says it per reason)
+DECIDED_BY = {
+    "core": "planner rule; validate mode re-checks it with Megatron-Core",
+    "bridge": "planner rule; Megatron-Bridge checks it in the container (preflight=container)",
+    "te": "planner rule; Transformer Engine checks it at layer build, on the GPU",
+    "world": "planner rule; checked at process-group setup, on the cluster",
+    "env": "planner rule, from the container profile and the job environment",
+}
 
 
 def _ge(v: Version | None, need: Version) -> bool:
