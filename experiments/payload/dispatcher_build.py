@@ -16,6 +16,10 @@ where the container profile has DeepEP (``deep_ep``) or Transformer Engine >= 2.
 package's entry points, as :func:`experiments.payload.mcore_check.assumed_versions` does for TE kernels. Where a
 constructor needs a GPU (``MoEAlltoAllTokenDispatcher`` creates a CUDA stream, token_dispatcher.py:469; HybridEP
 allocates a CUDA flag, :1054), the build cannot run here and the planner's rules stand in: the result says so.
+
+Where the dispatcher builds on the CPU, one whole MoE layer follows (router, experts, dispatcher; ``MoELayer`` from
+Megatron-Core's local layer spec, on the meta device: no memory is allocated). Only an error raised in the MoE files
+counts as the library's refusal there, since the training run builds the layer from Transformer Engine's spec.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import re
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from dataclasses import replace as dataclass_replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -159,4 +164,53 @@ def build_dispatcher(cfg: Any, container: dict[str, Any] | None = None,
         msg = message(e) + (f" ({place})" if place else "")
         return DispatcherBuild(failures=(msg,), decided=f"{name} build (the library) refused it")
     held = f"; the target's {', '.join(stood_in)} stood in by placeholder" if stood_in else ""
-    return DispatcherBuild(decided=f"{name} built on the CPU with EP={ep}, ETP={etp} (the library){held}")
+    built = DispatcherBuild(decided=f"{name} built on the CPU with EP={ep}, ETP={etp} (the library){held}")
+    return _with_moe_layer(built, cfg, container or {}, message)
+
+
+# where a MoE layer's own checks live (Megatron-Core 0.19.2): an error raised elsewhere while building it from the
+# local layer spec may come from the spec, not from the layer the training builds (the TE spec), so it is noted only
+MOE_LAYER_FILES = ("transformer/moe/moe_layer.py", "transformer/moe/router.py", "transformer/moe/experts.py",
+                   "transformer/moe/token_dispatcher.py", "transformer/moe/moe_utils.py")
+
+
+class _Groups(SimpleNamespace):
+    """Stand-in process groups of the target's sizes; any group not named has one rank."""
+
+    def __getattr__(self, name: str) -> _StandInGroup:
+        return _StandInGroup(1)
+
+
+def _with_moe_layer(built: DispatcherBuild, cfg: Any, container: dict[str, Any],
+                    message: Callable[[BaseException], str]) -> DispatcherBuild:
+    """Also build one whole MoE layer (router, experts, dispatcher: ``MoELayer.__init__``) on the meta device from
+    Megatron-Core's local layer spec (``get_gpt_layer_local_spec``; no TE here), no memory allocated. A failure in
+    the MoE files (:data:`MOE_LAYER_FILES`) is the library's refusal; anything else is noted as not run."""
+    import copy
+
+    import torch
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.moe import token_dispatcher as td
+
+    if cfg.moe_grouped_gemm:
+        return dataclass_replace(built, not_run=(*built.not_run, "MoE layer build: grouped-GEMM experts need "
+                                                 "Transformer Engine (not here); the dispatcher build decided"))
+    layer_cfg = copy.copy(cfg)  # no __post_init__ again; only how the weights are allocated changes
+    layer_cfg.use_cpu_initialization, layer_cfg.perform_initialization = True, False
+    ep, etp = int(cfg.expert_model_parallel_size or 1), int(cfg.expert_tensor_parallel_size or 1)
+    groups = _Groups(ep=_StandInGroup(ep), expt_tp=_StandInGroup(etp), tp_ep=_StandInGroup(ep * etp),
+                     tp=_StandInGroup(cfg.tensor_model_parallel_size), cp=_StandInGroup(cfg.context_parallel_size))
+    try:
+        spec = get_gpt_layer_local_spec(num_experts=cfg.num_moe_experts, moe_grouped_gemm=False)
+        with _single_process_group(), _target_packages(td, container), torch.device("meta"):
+            layer = spec.submodules.mlp(config=layer_cfg, layer_number=1, pg_collection=groups)
+    except Exception as e:  # noqa: BLE001 - sorted below: the library's refusal, a GPU, or the spec
+        place = library_place(e) or ""
+        if _gpu_needed(e) or not any(f in place for f in MOE_LAYER_FILES):
+            return dataclass_replace(built, not_run=(*built.not_run, f"MoE layer build from the local spec: "
+                                                     f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"))
+        return DispatcherBuild(failures=(message(e) + f" ({place})",),
+                               decided=f"{built.decided}; the MoE layer build (the library) refused it")
+    n = sum(p.numel() for p in layer.parameters())
+    return dataclass_replace(built, decided=f"{built.decided}; one MoE layer (router, {type(layer.experts).__name__}"
+                                            f", dispatcher) built on the meta device, {n} parameters per rank")

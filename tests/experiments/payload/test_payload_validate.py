@@ -222,3 +222,9 @@ def test_the_document_records_the_precision(tmp_path, capsys):
                                 "fp8": "hybrid", "fp8_recipe": "tensorwise"}
     code, doc, _ = validate_doc(tmp_path / "bf16", capsys, make_variant("alltoall"))
     assert doc["precision"]["name"] == "bf16"  # a variant.json written before the precision axis
+
+
+def test_validate_builds_a_whole_moe_layer_where_the_cpu_allows(tmp_path, capsys):
+    code, doc, _ = validate_doc(tmp_path, capsys, make_variant("deepep", True, container=WITH_DEEPEP))
+    assert code == 0, doc["checks"]
+    assert any("one MoE layer (router, SequentialMLP, dispatcher) built on the meta device" in n for n in doc["notes"])
