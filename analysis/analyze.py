@@ -187,6 +187,8 @@ def _sweep_info(manifest: Manifest, runs: list[RunResult] | tuple[RunResult, ...
     info["mode"] = manifest.mode
     info["warnings"] = list(dict.fromkeys(manifest.warnings))
     info["stages"] = [s.to_json() for s in manifest.stages]
+    if manifest.extra.get("conformance"):  # the stack's own unit tests (experiments/conformance.py)
+        info["conformance"] = manifest.extra["conformance"]
     outcomes: dict[str, list[str]] = {}
     for r in runs:
         outcomes.setdefault(r.variant, []).append(str(r.status))

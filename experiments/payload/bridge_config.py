@@ -220,6 +220,7 @@ def apply_variant(cfg: Any, spec: VariantSpec, api: BridgeAPI) -> Applied:
             setattr(cfg.train, key, s[key])
     cfg.train.train_iters = spec.train_iters
     _apply_precision(cfg, model, bool(s.get("bf16")), bool(s.get("fp16")), api, done)
+    _apply_low_precision_recipe(cfg, spec, api, done)
     _apply_comm_overlap(cfg, model, spec, api, done)
     _apply_dispatcher(model, spec, api, done)
     apply_shared_expert_overlap(model, spec, done)
@@ -248,6 +249,18 @@ def _apply_precision(cfg: Any, model: Any, bf16: bool, fp16: bool, api: BridgeAP
     else:
         cfg.mixed_precision = mp
     model.bf16, model.fp16 = bf16, fp16
+
+
+def _apply_low_precision_recipe(cfg: Any, spec: VariantSpec, api: BridgeAPI, done: Applied) -> None:
+    """An FP8/FP4 precision (variant.json ``precision``, conf/precision/) selects its Megatron-Bridge recipe by name
+    (training/mixed_precision.py ``MIXED_PRECISION_RECIPES``, e.g. ``bf16_with_fp8_current_scaling_mixed``): at
+    runtime_config_update Bridge copies the recipe's fp8/fp4 fields onto the model (``MixedPrecisionConfig.setup``),
+    so setting only the model's fields would be undone by a plain ``bf16_mixed``."""
+    name = (spec.precision or {}).get("mixed_precision")
+    if not name or name in ("bf16_mixed", "fp16_mixed"):
+        return
+    cfg.mixed_precision = api.get_mixed_precision_config(name)
+    done.notes.append(f"mixed_precision {name} (precision={spec.precision.get('name')})")
 
 
 def _apply_comm_overlap(cfg: Any, model: Any, spec: VariantSpec, api: BridgeAPI, done: Applied) -> None:

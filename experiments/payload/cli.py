@@ -91,7 +91,13 @@ def run_validate(spec: VariantSpec, out_dir: Path, api: Any = None) -> int:
 
 
 def run(spec: VariantSpec, out_dir: Path) -> int:
-    """Dispatch on the mode. Train mode works inside ``out_dir`` so that stray relative writes stay there."""
+    """Dispatch on the mode. Train mode works inside ``out_dir`` so that stray relative writes stay there. The
+    HybridEP variables are unset first on an arm that is not hybridep (spec.drop_foreign_env)."""
+    from experiments.payload.spec import drop_foreign_env
+
+    gone = drop_foreign_env(spec.dispatcher)
+    if gone:
+        say(f"[payload] {spec.dispatcher} arm: unset {', '.join(gone)} (HybridEP variables, hybridep arms only)")
     if spec.mode == "validate":
         return run_validate(spec, out_dir)
     from experiments.payload.train_run import run_train

@@ -26,6 +26,31 @@ DEFAULT_TRAIN_ITERS = 30  # CONTRACTS §7: leaves >= 20 steady iterations after 
 
 # Settings whose ``None`` means "keep the recipe's / provider's own value" (experiments/config.py ModelConfig):
 # they are set only when the model profile gives a value.
+# HybridEP tuning variables, read by DeepEP's HybridEPBuffer only on the hybridep backend. NVIDIA's recipes export them
+# on HybridEP arms only (Megatron-Bridge 0.6.2 perf_recipes/environment.py:28-39, HYBRID_EP_ENV_NAMES), so the planner
+# records them on those arms only and the payload unsets them on the others (:func:`drop_foreign_env`).
+HYBRID_EP_ENV_NAMES = ("NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN", "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API",
+                       "NVLINK_DOMAIN_SIZE", "USE_MNNVL")
+
+
+def arm_env(env: dict[str, Any], dispatcher: str) -> dict[str, Any]:
+    """The environment of one arm: the HybridEP variables only on a hybridep arm."""
+    return dict(env) if dispatcher == "hybridep" else {k: v for k, v in env.items() if k not in HYBRID_EP_ENV_NAMES}
+
+
+def drop_foreign_env(dispatcher: str, environ: Any = None) -> list[str]:
+    """Unset the HybridEP variables in this process on an arm that is not hybridep; returns the names unset."""
+    import os
+
+    env = os.environ if environ is None else environ
+    if dispatcher == "hybridep":
+        return []
+    gone = [n for n in HYBRID_EP_ENV_NAMES if n in env]
+    for n in gone:
+        del env[n]
+    return gone
+
+
 LIBRARY_DEFAULT_WHEN_NONE = ("moe_permute_fusion", "moe_router_fusion", "bias_activation_fusion",
                              "apply_rope_fusion", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl")
 
@@ -63,6 +88,8 @@ class VariantSpec:
     attempt: int | None = None
     sweep_id: str | None = None
     profile: bool = False  # payload.profile: capture a torch.profiler trace of a few steady steps (attempt 1)
+    # precision (conf/precision/): its name and the Megatron-Bridge mixed-precision recipe train mode selects
+    precision: dict[str, Any] = field(default_factory=lambda: {"name": "bf16", "mixed_precision": "bf16_mixed"})
 
     @property
     def world_size(self) -> int | None:
@@ -176,6 +203,7 @@ def load_variant(path: str | Path) -> VariantSpec:
         allow_adjust=tuple(allow) if allow is not None else DEFAULT_ALLOW_ADJUST,
         sweep_id=doc.get("sweep_id"),
         profile=payload.get("profile") is True,
+        precision=dict(doc.get("precision") or {"name": "bf16", "mixed_precision": "bf16_mixed"}),
     )
 
 
