@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts.errors import ConfigError
 
-PAYLOAD_KEYS = ("train_iters", "max_iters", "precision", "seed", "hold_s", "hold_at")
+PAYLOAD_KEYS = ("train_iters", "max_iters", "stop_precision", "seed", "hold_s", "hold_at")
 
 
 def _number(key: str, value: Any, *, low: float = 0.0, strict: bool = True) -> None:
@@ -48,7 +48,7 @@ def check_settings(settings: Any) -> None:
 
 def check_payload(cfg: dict[str, Any]) -> None:
     """``payload.*``: ``train_iters`` null, ``auto`` or an integer >= 1, ``max_iters`` (the cap of ``auto``) null or
-    an integer >= 10, ``precision`` (the relative half-width at which ``auto`` stops) in (0, 1), ``seed`` an
+    an integer >= 10, ``stop_precision`` (the relative half-width at which ``auto`` stops) in (0, 1), ``seed`` an
     integer, ``hold_s`` s >= 0, ``hold_at`` end|start."""
     p = dict(cfg.get("payload") or {})
     unknown = sorted(set(p) - set(PAYLOAD_KEYS))
@@ -60,9 +60,9 @@ def check_payload(cfg: dict[str, Any]) -> None:
     cap = p.get("max_iters")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 10):
         raise ConfigError(f"payload.max_iters={cap!r} must be an integer >= 10 or null (the cap of train_iters=auto)")
-    prec = p.get("precision")
+    prec = p.get("stop_precision")
     if prec is not None and (isinstance(prec, bool) or not isinstance(prec, int | float) or not 0 < prec < 1):
-        raise ConfigError(f"payload.precision={prec!r} must be a fraction in (0, 1), e.g. 0.0025 for +-0.25%")
+        raise ConfigError(f"payload.stop_precision={prec!r} must be a fraction in (0, 1), e.g. 0.005 for +-0.5%")
     seed = p.get("seed", 1234)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"payload.seed={seed!r} must be an integer")

@@ -445,7 +445,7 @@ def _auto_iters(payload: dict[str, Any]) -> dict[str, Any]:
     from experiments.payload.auto_iters import DEFAULT_MAX_ITERS, DEFAULT_PRECISION
 
     return {"max_iters": payload.get("max_iters") or DEFAULT_MAX_ITERS,
-            "precision": payload.get("precision") or DEFAULT_PRECISION}
+            "stop_precision": payload.get("stop_precision") or DEFAULT_PRECISION}
 
 
 def _nightly_prior(settings: SweepSettings, cfg: dict[str, Any], exp: Expansion, cluster: Any) -> Any:

@@ -79,7 +79,7 @@ class VariantSpec:
     env: dict[str, Any] = field(default_factory=dict)
     train_iters: int = DEFAULT_TRAIN_ITERS  # with auto_iters: the cap (payload.max_iters)
     auto_iters: bool = False  # payload.train_iters=auto: stop once the steady step time is known (auto_iters.py)
-    precision: float = 0.005  # payload.precision: the relative half-width that stops an auto run
+    stop_precision: float = 0.005  # payload.stop_precision: the relative half-width that stops an auto run
     seed: int = 1234
     hold_s: float = 0.0
     hold_at: str = "end"  # "end": hold after the work; "start": hold first (a job stopped mid-run)
@@ -174,9 +174,8 @@ def load_variant(path: str | Path) -> VariantSpec:
     if auto:
         train_iters = payload.get("max_iters") or DEFAULT_TRAIN_ITERS
     _expect(isinstance(train_iters, int) and train_iters > 0, p, f"payload.train_iters {train_iters!r} is not > 0")
-    precision = payload.get("precision") or 0.005
-    _expect(isinstance(precision, int | float) and 0 < precision < 1, p,
-            f"payload.precision {precision!r} is not in (0, 1)")
+    stop = payload.get("stop_precision") or 0.005
+    _expect(isinstance(stop, int | float) and 0 < stop < 1, p, f"payload.stop_precision {stop!r} is not in (0, 1)")
     allow = doc.get("allow_adjust")
     return VariantSpec(
         path=str(p),
@@ -195,7 +194,7 @@ def load_variant(path: str | Path) -> VariantSpec:
         env={str(k): v for k, v in (doc.get("env") or {}).items()},
         train_iters=train_iters,
         auto_iters=auto,
-        precision=float(precision),
+        stop_precision=float(stop),
         seed=int(payload.get("seed", 1234)),
         hold_s=float(payload.get("hold_s") or 0),
         hold_at="start" if payload.get("hold_at") == "start" else "end",

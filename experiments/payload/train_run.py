@@ -242,7 +242,7 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
     precheck(spec, cfg, api, applied, out_dir, rank)
     phases.stamp("checked")
     hook = TrainStartHook(spec, applied, out_dir, rank)
-    auto = AutoIters(StopRule(spec.precision, spec.train_iters), say) if spec.auto_iters else None
+    auto = AutoIters(StopRule(spec.stop_precision, spec.train_iters), say) if spec.auto_iters else None
     try:
         run_pretrain(api, cfg, hook, auto)
     except PayloadError:

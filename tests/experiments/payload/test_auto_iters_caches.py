@@ -58,11 +58,11 @@ def test_the_hook_lowers_train_iters_to_the_iteration_that_stopped(monkeypatch):
 
 
 def test_check_payload_takes_auto_and_names_bad_caps():
-    check_payload({"payload": {"train_iters": "auto", "max_iters": 40, "precision": 0.005}})
+    check_payload({"payload": {"train_iters": "auto", "max_iters": 40, "stop_precision": 0.005}})
     with pytest.raises(ConfigError, match="payload.max_iters=5"):
         check_payload({"payload": {"train_iters": "auto", "max_iters": 5}})
-    with pytest.raises(ConfigError, match="payload.precision=2"):
-        check_payload({"payload": {"train_iters": "auto", "precision": 2}})
+    with pytest.raises(ConfigError, match="payload.stop_precision=2"):
+        check_payload({"payload": {"train_iters": "auto", "stop_precision": 2}})
     with pytest.raises(ConfigError, match="train_iters='many'"):
         check_payload({"payload": {"train_iters": "many"}})
 
@@ -87,8 +87,8 @@ def test_caches_live_in_the_sweep_folder_unless_the_job_names_them(tmp_path, mon
 def test_a_variant_with_auto_iters_runs_to_the_cap_at_most(tmp_path):
     src = next(Path("tests").rglob("variant.json"))
     doc = json.loads(src.read_text())
-    doc["payload"] = {**(doc.get("payload") or {}), "train_iters": "auto", "max_iters": 48, "precision": 0.004}
+    doc["payload"] = {**(doc.get("payload") or {}), "train_iters": "auto", "max_iters": 48, "stop_precision": 0.004}
     p = tmp_path / "variant.json"
     p.write_text(json.dumps(doc))
     spec = load_variant(p)
-    assert spec.auto_iters and spec.train_iters == 48 and spec.precision == 0.004
+    assert spec.auto_iters and spec.train_iters == 48 and spec.stop_precision == 0.004
