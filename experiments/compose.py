@@ -23,7 +23,7 @@ from experiments.config import ConfigError, suggest
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 KNOB_GROUPS = ("dispatcher", "overlap", "delay_wgrad")
-GROUPS = ("model", "cluster", "container", "sweep") + KNOB_GROUPS
+GROUPS = ("model", "cluster", "container", "sweep", "precision") + KNOB_GROUPS
 _BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, True: True, False: False}
 
 
