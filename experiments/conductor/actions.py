@@ -116,9 +116,11 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False) -> 
     ``sweep_id=latest`` is the newest sweep (by its id, which starts with its UTC creation time) of ONE preset,
     ``<results_root>/<preset>/`` (``sweep=`` on the command line, else the command's default preset); with
     ``submitted`` (``action=collect``) only sweeps that had a job submitted count, so a later plan is never
-    collected instead of tonight's nightly.
+    collected instead of tonight's nightly. ``output_dir`` of a sweep with a ``sweep_id`` of another sweep is
+    refused (ConfigError naming both), for every action.
     """
     if settings.output_dir and SweepDir(Path(settings.output_dir)).exists():
+        _same_sweep(settings.sweep_id, Path(settings.output_dir))
         return Path(settings.output_dir)
     if not settings.sweep_id:
         raise ConfigError("this action needs sweep_id=<YYYYmmdd-HHMMSSZ-xxxxxx> (or sweep_id=latest, or output_dir= "
@@ -141,6 +143,19 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False) -> 
         raise ConfigError(f"sweep_id={settings.sweep_id} not found under {root}/*/ (a sweep in a custom folder is "
                           f"found with output_dir=<its folder>). Known sweeps: {', '.join(known) or 'none'}")
     return hits[0].parent
+
+
+def _same_sweep(sweep_id: str | None, folder: Path) -> None:
+    """Refuse ``sweep_id=A output_dir=<B's folder>``: the two name different sweeps. Raises ConfigError (exit 2)."""
+    if not sweep_id or sweep_id == "latest":
+        return
+    try:
+        found = Manifest.load(folder).sweep_id
+    except ContractError:
+        return  # a damaged manifest: the action reports it with its own message
+    if found != sweep_id:
+        raise ConfigError(f"sweep_id={sweep_id} and output_dir={folder} name different sweeps: that folder holds "
+                          f"sweep {found}. Pass one of them (sweep_id={found}, or the output_dir of {sweep_id})")
 
 
 def show_status(sd: SweepDir) -> int:
