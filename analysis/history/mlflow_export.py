@@ -141,7 +141,7 @@ def export_night(uri: str, night: NightInput, report: NightReport | None, *, man
         "run_id": parent["run_id"],
         "params": _params({"series": str(s.series), "sweep_id": s.sweep_id, "git_sha": s.git_sha, **versions}),
         "metrics": _metric("regressions", len(report.regressions) if report else None, ts)
-        + _metric("exit_code", report.exit_code if report else None, ts)})
+        + _metric("exit_code", report.night_exit_code if report else None, ts)})
     for path, label in ((report_md, "report.md"), (history_json, "history.json")):
         if path is not None and Path(path).is_file():
             c.put_artifact(parent["artifact_uri"], label, Path(path).read_bytes())
