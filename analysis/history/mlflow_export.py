@@ -15,6 +15,10 @@ Layout, in the experiment ``history.mlflow_experiment`` (default ``moe-sweep/<pr
   ``tflops_per_gpu``, ``tokens_per_s_per_gpu``, ``speedup`` with ``speedup_ci_low``/``speedup_ci_high`` (the
   variant's, on each of its runs), GPU-hours estimate and accounted.
 
+A tracking URI with a user and password (``http://user:pass@host:5000``) is recorded as ``http://user:***@host:5000``;
+a later collect then takes them from MLflow's own variables ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD`` (HTTP basic auth).
+
 Exporting a sweep again first deletes the runs tagged with its sweep id, so the server holds each sweep once.
 Errors raise :class:`MlflowExportError` (the caller turns it into a warning: an export never fails the night).
 """
@@ -22,14 +26,16 @@ Errors raise :class:`MlflowExportError` (the caller turns it into a warning: an 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from analysis.history.records import NightInput, NightReport
-from contracts.secrets import mask_url
+from contracts.secrets import MASK, mask_url
 
 SWEEP_TAG = "moe_sweep.sweep_id"
 _MAX_PARAM = 500  # MLflow's limit on a param value's length (6000 on newer servers; 500 is safe everywhere)
@@ -53,10 +59,15 @@ class _Client:
     def __init__(self, uri: str, timeout_s: float):
         import requests
 
-        self.base = uri.rstrip("/")
         self.shown = mask_url(uri)
         self.timeout_s = timeout_s
         self.http = requests.Session()
+        parts = urlsplit(uri.rstrip("/"))
+        if parts.password == MASK:  # stored masked (CONTRACTS §10): MLflow's own variables give the credentials
+            user = os.environ.get("MLFLOW_TRACKING_USERNAME") or parts.username or ""
+            self.http.auth = (user, os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+            parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+        self.base = parts.geturl()
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None,
              ok404: bool = False) -> dict[str, Any]:

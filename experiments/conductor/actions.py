@@ -32,8 +32,9 @@ def run_new(plan, argv: list[str]) -> Ended:
     sd = SweepDir(write_plan(plan, argv))
     timeline.mark("written")
     print_plan(plan, sd.root)
-    # the plan's own history URL: the manifest stores its password as *** (CONTRACTS §10)
-    history = {"url": plan.cfg["history"]["url"]} if (plan.cfg.get("history") or {}).get("url") else None
+    # the plan's own history URLs: the manifest stores their passwords as *** (CONTRACTS §10)
+    given = plan.cfg.get("history") or {}
+    history = {k: given[k] for k in ("url", "notify", "mlflow", "page_url") if given.get(k)} or None
     with _lease(sd, "run"):
         rc = drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"], history=history)
     return after_run(sd, rc)

@@ -38,3 +38,12 @@ def test_a_sweep_id_and_the_output_dir_of_another_sweep_are_refused_for_every_ac
     assert _digest(b_dir) == before
     res = run_sweep(["action=status", f"sweep_id={b_id}", f"output_dir={b_dir}"])  # the same sweep twice is fine
     assert res.returncode == 0, tail(res)
+
+
+def test_a_sqlite_history_url_with_two_slashes_is_refused_at_plan_time(tmp_path):
+    out = tmp_path / "s"
+    res = run_sweep(["action=plan", f"output_dir={out}", "history.enabled=true",
+                     "history.url=sqlite://results/history.db"])
+    assert res.returncode == 2, tail(res)
+    assert "sqlite://results/history.db" in res.stderr and "sqlite:///results/history.db" in res.stderr, tail(res)
+    assert not out.exists()
