@@ -126,7 +126,8 @@ def _export(outlets: Outlets, night: NightInput, report: NightReport, sd: SweepD
         pass
     try:
         out = export_night(outlets.mlflow, night, report, manifest=manifest, report_md=sd.report / "report.md",
-                           history_json=sd.history_json, experiment=outlets.mlflow_experiment)
+                           history_json=sd.history_json, experiment=outlets.mlflow_experiment,
+                           deadline_s=outlets.mlflow_timeout_s)
     except MlflowExportError as e:
         lines.append(f"warning: not exported to MLflow: {e}; the night is recorded and its exit code stands")
         return False

@@ -45,7 +45,8 @@ def ran_and_failed(status: str) -> bool:
     return status not in GOOD_STATUSES and status not in NOT_RUN_STATUSES
 
 # Settings of the history group that are not judgement settings: where the night is told (analysis/history/outlets)
-OUTLET_KEYS = ("notify", "notify_format", "notify_timeout_s", "page_url", "mlflow", "mlflow_experiment")
+OUTLET_KEYS = ("notify", "notify_format", "notify_timeout_s", "page_url", "mlflow", "mlflow_experiment",
+               "mlflow_timeout_s")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,44 +6,10 @@ its true exit code (3) in history.json and on the trend page. Each sweep runs th
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from tests.e2e.cli import run_sweep, tail
-
-
-class Webhook:
-    """A loopback HTTP server that keeps each POSTed JSON body."""
-
-    def __init__(self) -> None:
-        bodies: list[dict] = []
-        self.bodies = bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def webhook():
-    hook = Webhook()
-    yield hook
-    hook.close()
 
 
 @pytest.mark.megatron
