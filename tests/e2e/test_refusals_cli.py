@@ -1,16 +1,22 @@
 """Inputs that used to act silently on the wrong thing, refused through the real CLI (exit 2, the bad value and the
-fix named, nothing written): a ``sweep_id`` and an ``output_dir`` that name different sweeps. Each command runs
+fix named, nothing written): a ``sweep_id`` and an ``output_dir`` that name different sweeps, a SQLite history URL
+with two slashes, a value the job could not use, a copied profile that keeps another profile's name; and a comma
+in an environment value, kept whole instead of becoming a sweep axis. Each command runs
 the real CLI in a process of its own (tests/e2e/cli.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import run_sweep, tail
+from tests.e2e.cli import REPO, run_sweep, tail
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -47,3 +53,47 @@ def test_a_sqlite_history_url_with_two_slashes_is_refused_at_plan_time(tmp_path)
     assert res.returncode == 2, tail(res)
     assert "sqlite://results/history.db" in res.stderr and "sqlite:///results/history.db" in res.stderr, tail(res)
     assert not out.exists()
+
+
+def _variant_names(out: Path) -> list[str]:
+    return [v["name"] for v in json.loads((out / "manifest.json").read_text())["variants"]]
+
+
+@pytest.mark.slow
+def test_a_comma_in_an_environment_value_is_kept_whole_never_an_axis(tmp_path):
+    plain, comma = tmp_path / "plain", tmp_path / "comma"
+    assert run_sweep(["action=plan", f"output_dir={plain}"]).returncode == 0
+    res = run_sweep(["action=plan", f"output_dir={comma}", "+cluster.env_vars.NCCL_IB_HCA=mlx5_0,mlx5_1"])
+    assert res.returncode == 0, tail(res)
+    assert _variant_names(comma) == _variant_names(plain)  # no new axis: the same variants
+    docs = [json.loads(p.read_text()) for p in sorted(comma.glob("variants/*/variant.json"))]
+    assert docs and all(d["env"]["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" for d in docs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "named"), [
+    ("cluster.env_vars.CUDA_DEVICE_MAX_CONNECTIONS=abc", "CUDA_DEVICE_MAX_CONNECTIONS='abc'"),
+    ("cluster.env_vars.CUDA_DEVICE_MAX_CONNECTIONS=0", "from 1 to 32"),
+    ("cluster.nodes=2", "cluster.nodes=2 with cluster.executor=local"),
+])
+def test_values_the_job_could_not_use_are_refused_at_plan(tmp_path, override, named):
+    out = tmp_path / "s"
+    res = run_sweep(["action=plan", f"output_dir={out}", override])
+    assert res.returncode == 2, tail(res)
+    assert named in res.stderr, tail(res)
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_copied_profile_that_keeps_the_example_name_is_refused(tmp_path):
+    # a checkout of its own (the code and conf/), so that the new profile is seen by this command only
+    clone = tmp_path / "clone"
+    for part in ("experiments", "contracts", "launchers", "analysis", "conf"):
+        shutil.copytree(REPO / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "conf" / "cluster" / "example_site.yaml", clone / "conf" / "cluster" / "my_site.yaml")
+    res = subprocess.run([sys.executable, "-m", "experiments.sweep", "action=plan", "cluster=my_site",
+                          f"output_dir={tmp_path / 's'}"], cwd=clone, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(clone)})
+    assert res.returncode == 2, tail(res)
+    assert "conf/cluster/my_site.yaml says name: example_site" in res.stderr and "name: my_site" in res.stderr
+    assert not (tmp_path / "s").exists()
