@@ -20,17 +20,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis import fixed_cost
-from analysis.classify import Expectation, SchedulerInfo, classify
-from analysis.compare import backend_rates, compare_all
 from analysis.files import read_json
-from analysis.labels import label_from_name
+from analysis.judge import Expectation, SchedulerInfo, classify, label_from_name
+from analysis.logs import group_restart_files, parse_files, restart_key
+from analysis.measure import (
+    Design,
+    RunConfig,
+    RunResult,
+    Summary,
+    backend_rates,
+    compare_all,
+    compute_stats,
+    drift,
+    fixed_cost,
+    load_or_summarize,
+)
 from analysis.options import Options, UsageError
-from analysis.paired import Design, drift
-from analysis.parse import group_restart_files, parse_files, restart_key
-from analysis.profile_breakdown import load_or_summarize
-from analysis.results import RunConfig, RunResult, Summary
-from analysis.stats import compute_stats
 from contracts.atomic import write_json
 from contracts.errors import ManifestError
 from contracts.manifest import Manifest
@@ -79,7 +84,7 @@ def analyze_run(
     """Parse, measure and classify one attempt (files in restart order). Never raises for bad log content.
 
     ``held``: (launched, ended) epoch s of the attempt from the conductor (``conductor.json``), for the split of its
-    GPU time (:mod:`analysis.fixed_cost`)."""
+    GPU time (:mod:`analysis.measure.fixed_cost`)."""
     expect = expect or Expectation()
     log = parse_files(files) if files else None
     eff = (effective or {}).get("effective") or {}
@@ -276,7 +281,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
         notes.append("no baseline variant in the manifest: speedups not computed")
     if design_doc is not None:
         design_doc = {**design_doc, "blocks": manifest.blocks}
-    from analysis.bound import bound_report
+    from analysis.measure import bound_report
 
     bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
     gpu_time = fixed_cost.total(costs)

@@ -4,7 +4,7 @@
     summary.exit_code, summary.runs, summary.comparisons
 
 ``Options`` carries the sweep's ``analysis.*`` settings (warm-up iterations, loss tolerance as a fraction,
-bootstrap resamples) and its hang threshold (s). The result is a typed :class:`analysis.results.Summary`.
+bootstrap resamples) and its hang threshold (s). The result is a typed :class:`analysis.measure.results.Summary`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from analysis.measure import Summary
 from analysis.options import Options, UsageError
-from analysis.results import Summary
 from contracts.atomic import dumps
 from contracts.sweepdir import SweepDir
 

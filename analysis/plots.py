@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from analysis.results import RunResult, Summary  # noqa: E402
+from analysis.measure import RunResult, Summary  # noqa: E402
 
 _COLORS = {"alltoall": "#4C72B0", "allgather": "#8172B2", "deepep": "#55A868", "hybridep": "#DD8452",
            "ncclep": "#937860"}
@@ -134,8 +134,8 @@ _PART_COLORS = {"expert_gemm": "#4C72B0", "dense_gemm": "#64B5CD", "attention": 
 
 def breakdown_png(summary: Summary) -> bytes | None:
     """One horizontal stacked bar per profiled run: where a step's time goes (ms), with the fraction of its
-    communication hidden by compute where there is communication (analysis/profile_breakdown.py)."""
-    from analysis.profile_breakdown import PARTS
+    communication hidden by compute where there is communication (analysis/measure/profile_breakdown.py)."""
+    from analysis.measure import PARTS
 
     runs = [r for r in summary.runs if r.step_breakdown and r.step_breakdown.get("parts_ms")]
     if not runs:
@@ -182,7 +182,7 @@ def drift_png(summary: Summary) -> bytes | None:
 def speedup_png(summary: Summary) -> bytes | None:
     """The report's headline: each arm's speedup (baseline step / arm step) with its 95% interval against the
     +-practical_threshold band around 1 and, for an overlap arm with a profiled baseline, its overlap ceiling
-    1 / (1 - exposed comm / step) (analysis/bound.py) as a marker. Control arms are drawn grey. None when no arm
+    1 / (1 - exposed comm / step) (analysis/measure/bound.py) as a marker. Control arms are drawn grey. None when no arm
     has a speedup."""
     arms = [c for c in summary.comparisons if c.speedup.value is not None]
     if not arms:

@@ -7,8 +7,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from analysis.results import Comparison, RunResult, Summary
-from analysis.stats import Estimate
+from analysis.measure import Comparison, Estimate, RunResult, Summary
 from contracts.exits import meaning
 
 
@@ -125,7 +124,7 @@ _COST_PARTS = ("launch", "startup", "checks", "init", "warmup", "steps", "in_tra
 
 
 def gpu_time_blocks(summary: Summary) -> list[Block]:
-    """Where the runs' GPU time went (:mod:`analysis.fixed_cost`): the share that measured steady steps, then each
+    """Where the runs' GPU time went (:mod:`analysis.measure.fixed_cost`): the share that measured steady steps, then each
     run's held time split into launch, start-up, checks, init, warm-up, steps, the rest of training and teardown
     (s); nothing when no run was timed by the conductor."""
     runs = [(r, r.fixed_cost) for r in summary.runs if (r.fixed_cost or {}).get("held_s") is not None]
@@ -171,7 +170,7 @@ def reference_blocks(summary: Summary) -> list[Block]:
 
 def bound_blocks(summary: Summary) -> list[Block]:
     """Each run against the bound: MFU against the dense bf16 peak and the measured matmul ceiling, all-to-all
-    bandwidth against the link bound (analysis/bound.py); nothing when the sweep recorded no bound."""
+    bandwidth against the link bound (analysis/measure/bound.py); nothing when the sweep recorded no bound."""
     b = summary.bound
     if b is None or not b.runs:
         return []
@@ -254,7 +253,7 @@ def block_design_blocks(summary: Summary) -> list[Block]:
 
 def breakdown_blocks(runs: tuple[RunResult, ...]) -> list[Block]:
     """The "where the step time goes" table of the profiled runs (summary.json ``step_breakdown_ms``)."""
-    from analysis.profile_breakdown import PARTS
+    from analysis.measure import PARTS
 
     rows = []
     for r in runs:

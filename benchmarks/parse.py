@@ -8,7 +8,7 @@ Two logs are generated per size in a temporary folder (or ``--keep DIR``, reused
 - ``typical``: a multi-rank Megatron-Bridge log with one iteration line per ten other lines (Step Time, NCCL INFO,
   timers, warnings with ``[rankN]:`` / ``[defaultN]:`` prefixes, memory lines);
 - ``iterations``: iteration lines only (one rank's output, the usual long training log).
-Each tree's process is ``python -c "from analysis.parse import parse_files; parse_files([LOG])"`` started in that
+Each tree's process is ``python -c "from analysis.logs import parse_files; parse_files([LOG])"`` started in that
 tree (benchmarks/harness.py): interpreter start and imports are counted. Printed per log and tree: MB/s of the
 median wall and CPU time, peak RSS, and (labelled "in-process") the parse call's own MB/s without start and
 imports; then this tree's time over the baseline's, measured in the same run. Two references on the same file:
@@ -52,7 +52,10 @@ OTHERS = (
 CHILD = """
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
-from analysis.parse import parse_files
+try:
+    from analysis.logs import parse_files
+except ImportError:  # a tree from before analysis/ stood in rooms
+    from analysis.parse import parse_files
 t1, c1 = time.perf_counter(), time.process_time()
 log = parse_files([sys.argv[1]])
 print(json.dumps({"import_s": t1 - t0, "parse_s": time.perf_counter() - t1, "parse_cpu_s": time.process_time() - c1,

@@ -11,17 +11,17 @@ Synthetic step times (ms), per run of ``--iters`` iterations:
   H200 baseline);
 - warm-up: the first iterations are slower (x8, x1.5, x1.1: iteration 1 took 8.2 s against 0.56 s steady);
   each run's median is taken over the iterations after the analysis' own warm-up rule
-  (``analysis.stats.default_warmup``), which drops them all, so the median of the i.i.d. steady steps is drawn from
+  (``analysis.measure.stats.default_warmup``), which drops them all, so the median of the i.i.d. steady steps is drawn from
   its exact order-statistic distribution (:func:`run_medians`; :func:`run_medians_by_steps` draws every step, and
   tests/benchmarks checks that both give the same distribution);
 - an injected true speedup s: the arm's step time is the baseline's / (1 + s).
 
 Designs (baseline A and one arm B per trial, 1 GPU, 70 s start-up per run + the steps):
 - ``sequential``: A A A A A then B B B B B, the design the interleaved blocks replace; verdict from
-  ``analysis.compare.speedup_from_run_medians`` + ``verdict_of`` (per-run medians, pooled t interval);
+  ``analysis.measure.compare.speedup_from_run_medians`` + ``verdict_of`` (per-run medians, pooled t interval);
 - ``fixed``: 5 interleaved blocks, each A and B in the order of ``experiments.blocks.block_order``; verdict from
-  ``analysis.sequential.fixed_states`` (paired t interval, TOST);
-- ``adaptive`` (``repeats=auto``): blocks until ``analysis.sequential.sequential_states`` decides or stops the arm
+  ``analysis.measure.sequential.fixed_states`` (paired t interval, TOST);
+- ``adaptive`` (``repeats=auto``): blocks until ``analysis.measure.sequential.sequential_states`` decides or stops the arm
   (looks from block 2: Kim-DeMets power-family alpha spending with a binding futility boundary per look, see that
   module), at most ``--max-blocks``.
 
@@ -71,9 +71,14 @@ else:  # python benchmarks/verdicts.py: this folder is sys.path[0]
 
 harness.use_tree()  # the decision code of the tree this process runs for (this checkout, or --against's)
 
-from analysis.compare import speedup_from_run_medians, verdict_of  # noqa: E402
-from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states  # noqa: E402
-from analysis.stats import default_warmup  # noqa: E402
+try:
+    from analysis.measure.compare import speedup_from_run_medians, verdict_of
+    from analysis.measure.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states
+    from analysis.measure.stats import default_warmup
+except ImportError:  # a tree from before analysis/ stood in rooms
+    from analysis.compare import speedup_from_run_medians, verdict_of
+    from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states
+    from analysis.stats import default_warmup
 from experiments.blocks import block_order  # noqa: E402
 
 EFFECTS = (0.0, 0.03, 0.05, 0.10)
@@ -109,7 +114,7 @@ def _median_noise(shape: tuple[int, ...], n: int, cv: float, rng: np.random.Gene
 def run_medians(factors: np.ndarray, iters: int, cv: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Median steady step (ms) and expected GPU-hours of runs whose step time is STEP_MS x ``factors`` (any shape).
 
-    The steady iterations (after ``analysis.stats.default_warmup``, which drops every slow warm-up iteration) are
+    The steady iterations (after ``analysis.measure.stats.default_warmup``, which drops every slow warm-up iteration) are
     i.i.d. log-normal, so their median is drawn from its exact distribution (:func:`_median_noise`) instead of
     drawing every step: the same model as :func:`run_medians_by_steps`, ~30x cheaper (tests/benchmarks compare the
     two). GPU-hours: (STARTUP_S + the expected sum of the steps) / 3600 per run; GPU-h/arm is a mean, which the

@@ -76,7 +76,7 @@ class ClusterConfig:
     allow_ssh_secrets: bool = False  # CONTRACTS §10: an SSH tunnel would write secrets down; opt in explicitly
     tunnel: TunnelConfig = field(default_factory=TunnelConfig)
     mode: str | None = None
-    # the bound a report measures against (analysis/bound.py, CONTRACTS §9): GB/s per GPU in one direction
+    # the bound a report measures against (analysis/measure/bound.py, CONTRACTS §9): GB/s per GPU in one direction
     nvlink_gbps: float | None = None  # NVLink within an NVLink domain (H100/H200 450, B200/GB200 900)
     nic_gbps: float | None = None  # the scale-out NIC per GPU (400 Gb/s ConnectX-7 = 50)
     nvlink_domain: int | None = None  # GPUs that share one NVLink domain; null = gpus_per_node (GB200 NVL72: 72)

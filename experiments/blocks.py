@@ -14,7 +14,7 @@ in ratios taken within a block, which back-to-back repeats turn into a fake spee
   time (:func:`next_block`) with the arms that are still undecided, their groups' baselines and controls, until
   every arm is decided, an arm has ``max_blocks`` blocks, or the next block would pass ``max_gpu_hours``.
 - ``control=true`` adds a copy of each group's baseline (``<baseline>.ctl``, role ``control``) to every block; its
-  verdict against the baseline must be ``equivalent`` (analysis/compare.py marks the group doubtful otherwise).
+  verdict against the baseline must be ``equivalent`` (analysis/measure/compare.py marks the group doubtful otherwise).
 - A gated arm (staged isolation) gets blocks of its own once its gate opens (:func:`schedule_new_arms`): the same
   number of blocks (K_MIN for auto), with its group's baseline and control in each (with ``repeats=1`` there is
   nothing to pair, so the gated arms run alone).
@@ -27,7 +27,7 @@ import hashlib
 import random
 from typing import Any
 
-from analysis.sequential import K_MIN, METHOD
+from analysis.measure import K_MIN, METHOD
 from contracts.manifest import Manifest
 from contracts.records import Variant, safe_name
 from contracts.statuses import ManifestStatus, Role

@@ -120,7 +120,7 @@ def check_all(settings: Any, cfg: dict[str, Any]) -> None:
     check_history(dict(cfg.get("history") or {}))
 
 
-# analysis/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default
+# analysis/measure/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default
 MIN_STEADY = 5
 
 

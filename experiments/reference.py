@@ -3,7 +3,7 @@
 - the GPU's dense bf16 peak (``conf/reference/gpu_peaks.yaml``, or ``cluster.peak_tflops``) and the measured
   matmul ceiling (``cluster.matmul_ceiling``: TFLOP/s or the path of scripts/gpu/matmul_ceiling.py's JSON);
 - the all-to-all link bound of the cluster profile and the bytes one GPU's EP all-to-all moves per step
-  (:mod:`analysis.bound`);
+  (:mod:`analysis.measure.bound`);
 - the published NVIDIA Megatron-Bridge row (``conf/reference/megatron_bridge_perf.yaml``) whose model, GPU, GPU
   count and precision are the sweep's; ``reference_gate=true`` gates every arm but the baseline behind it
   (gate ``reference_passed``: one reference block of the baseline runs first; experiments/conductor/gates.py);
@@ -22,7 +22,13 @@ from typing import Any
 
 import yaml
 
-from analysis.bound import BoundError, a2a_bytes_per_step, ceiling_from_sweep, link_bound, read_matmul_ceiling
+from analysis.measure import (
+    BoundError,
+    a2a_bytes_per_step,
+    ceiling_from_sweep,
+    link_bound,
+    read_matmul_ceiling,
+)
 from contracts.errors import ConfigError
 from contracts.records import Variant
 
@@ -72,7 +78,7 @@ def layout_note(row: dict[str, Any], m: Any) -> str | None:
 
 
 def bound_doc(job: Any, settings: Any, cfg: dict[str, Any]) -> dict[str, Any]:
-    """The manifest's ``bound`` record for the sweep's job spec (:class:`analysis.bound.SweepBound` fields).
+    """The manifest's ``bound`` record for the sweep's job spec (:class:`analysis.measure.bound.SweepBound` fields).
 
     Raises:
         ConfigError: an unreadable ``cluster.matmul_ceiling`` file or ``ceiling_from`` folder.

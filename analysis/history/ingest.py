@@ -11,7 +11,7 @@ Input record, in order of precedence:
 * GPU-hours per run: the plan's estimate from the manifest's ``design.run_gpu_hours`` (per run of a variant); what
   Slurm accounted is passed in by the caller (``accounted``: the conductor asks ``sacct``,
   :func:`launchers.accounting.job_usage`), since this stage never talks to a scheduler.
-* The step-time breakdown of a profiled run: the run entry's ``step_breakdown_ms`` (analysis/profile_breakdown.py).
+* The step-time breakdown of a profiled run: the run entry's ``step_breakdown_ms`` (analysis/measure/profile_breakdown.py).
 * Per-iteration step times, per run: the run entry's own ``step_times_ms`` list when present, else the field
   ``step_times_ms`` of ``<sweep>/variants/<variant>/attempt-<attempt>/run.json`` (written by the analysis stage:
   every steady iteration's step time in ms, warm-up excluded, in iteration order). Without either, the run is
@@ -228,7 +228,7 @@ def _runs(raw: Any, where: str, roles: dict[str, str], groups: dict[str, str], b
 
 
 def _breakdown(run: dict[str, Any], where: str) -> tuple[tuple[str, float], ...]:
-    """``step_breakdown_ms`` of a profiled run as (part, ms) pairs, parts of analysis/profile_breakdown.py first."""
+    """``step_breakdown_ms`` of a profiled run as (part, ms) pairs, parts of analysis/measure/profile_breakdown.py first."""
     b = run.get("step_breakdown_ms")
     if b is None:
         return ()

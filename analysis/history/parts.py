@@ -1,6 +1,6 @@
 """Which part of the step moved: tonight's step-time breakdown against the profiled nights before it.
 
-A night ran with ``profile=true`` gives one breakdown per profiled run (``analysis/profile_breakdown.py``: expert
+A night ran with ``profile=true`` gives one breakdown per profiled run (``analysis/measure/profile_breakdown.py``: expert
 GEMM, dense GEMM, attention, other compute, exposed communication, idle, in ms per profiled step; they sum to the
 step). Tonight's breakdown (median per part over its profiled runs) is compared with the median per part of the
 profiled nights among the step-time judgement's baseline nights; when none of those was profiled, with the latest
@@ -29,7 +29,7 @@ class Profiled:
     night: date
     breakdown: tuple[tuple[str, float], ...]
 
-# analysis/profile_breakdown.py PARTS (kept here so that judging imports no NumPy trace code), then the step total
+# analysis/measure/profile_breakdown.py PARTS (kept here so that judging imports no NumPy trace code), then the step total
 PARTS_ORDER = ("expert_gemm", "dense_gemm", "attention", "other_compute", "comm_exposed", "idle", "step")
 STEP = "step"
 

@@ -189,7 +189,7 @@ class RunRecord:
     """Where ``gpu_hours_accounted`` came from, or why it is missing."""
     breakdown_ms: tuple[tuple[str, float], ...] = ()
     """Where a profiled run's step time went: (part, ms per profiled step) for the parts of
-    ``analysis/profile_breakdown.py`` (``PARTS``) and ``step``; empty when the run was not profiled."""
+    ``analysis/measure/profile_breakdown.py`` (``PARTS``) and ``step``; empty when the run was not profiled."""
 
     def __post_init__(self) -> None:
         if self.status not in values(RunOutcome):

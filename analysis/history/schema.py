@@ -127,7 +127,7 @@ speedups = Table(
     Index("ix_speedups_series_night", "preset", "model", "cluster", "night"),
 )
 
-# version 3: where a profiled run's step time went (analysis/profile_breakdown.py PARTS, ms per profiled step)
+# version 3: where a profiled run's step time went (analysis/measure/profile_breakdown.py PARTS, ms per profiled step)
 breakdowns = Table(
     "breakdowns", metadata,
     Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True, autoincrement=False),

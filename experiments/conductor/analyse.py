@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from analysis.api import Options, Summary, print_summary, report_sweep
-from analysis.results import LaterStep
+from analysis.measure import LaterStep
 from contracts.exits import ExitCode
 from contracts.manifest import Manifest
 from contracts.statuses import ManifestStatus

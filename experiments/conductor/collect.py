@@ -77,7 +77,7 @@ def copy_masked(src: Path, dst: Path, secrets: list[str]) -> None:
 def collect_profile(out: Path, attempt_dir: Path) -> int:
     """Copy the payload's ``profile/`` (``profile=true``: request.json, the rank-0 torch.profiler trace and a
     step_breakdown.json if any; not the TensorBoard events) into the attempt folder, never overwriting, so that
-    the analysis finds it there (analysis/profile_breakdown.py). Returns the number of files copied. Over SSH
+    the analysis finds it there (analysis/measure/profile_breakdown.py). Returns the number of files copied. Over SSH
     the payload's out/ is not fetched beyond effective_config.json, so nothing is copied there."""
     src = out / "profile"
     if not src.is_dir():

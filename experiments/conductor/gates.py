@@ -43,7 +43,7 @@ REFERENCE = "gate reference_passed"
 
 def reference_reason(summary: Summary) -> str | None:
     """Why gate ``reference_passed`` stays closed, or None when it opens: the baseline's median TFLOP/s/GPU is not
-    more than 5% below NVIDIA's published figure for this model, GPU and scale (analysis/bound.py). A baseline
+    more than 5% below NVIDIA's published figure for this model, GPU and scale (analysis/measure/bound.py). A baseline
     without a timed good run keeps it closed (nothing shows that it reproduces the figure)."""
     ref = summary.bound.reference if summary.bound else ()
     if not ref:

@@ -8,7 +8,7 @@ Megatron-Bridge 0.6 profiles through ``cfg.profiling`` (``ProfilingConfig``, tra
 
 Kernel names alone do not tell an expert GEMM from a dense one, so while profiling the expert modules'
 ``forward`` runs inside ``torch.profiler.record_function("moe_experts")`` (their backward shows up as the autograd
-node ``...GroupedLinearBackward``); :mod:`analysis.profile_breakdown` attributes kernels by these names.
+node ``...GroupedLinearBackward``); :mod:`analysis.measure.profile_breakdown` attributes kernels by these names.
 
 Nsight Systems is not used: ``nsys`` is not on every image's PATH (the H200 image the stack was proven on had
 none), and the payload cannot wrap itself in it; the trace records ``"tool": "torch.profiler"``.

@@ -1,4 +1,4 @@
-"""Figures against the bound (analysis/bound.py): MFU, all-to-all bandwidth, overlap ceiling, published baseline."""
+"""Figures against the bound (analysis/measure/bound.py): MFU, all-to-all bandwidth, overlap ceiling, published baseline."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from analysis.analyze import analyze_sweep
 from analysis.api import write_report
-from analysis.bound import (
+from analysis.measure.bound import (
     BoundError,
     BoundReport,
     a2a_bytes_per_step,
@@ -18,7 +18,7 @@ from analysis.bound import (
     link_bound,
     read_matmul_ceiling,
 )
-from analysis.results import Summary
+from analysis.measure.results import Summary
 from tests.analysis.synth import effective_config, make_sweep, training_log
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.classify import Expectation, SchedulerInfo, classify, is_suspected_hang
-from analysis.labels import label_from_name
-from analysis.parse import parse_files, parse_lines
+from analysis.judge.classify import Expectation, SchedulerInfo, classify, is_suspected_hang
+from analysis.judge.labels import label_from_name
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis.synth import FIXTURES, effective_config, iteration_line, megatron_lines, training_log
 
 A2A_OFF = {"dispatcher": "alltoall", "overlap": False, "delay_wgrad": False}
@@ -356,7 +356,7 @@ def test_payload_training_failed_defers_to_the_real_cause():
 
 
 def test_validate_pass_then_stopped_by_scheduler_keeps_the_verdict_with_a_warning():
-    from analysis.classify import Expectation, SchedulerInfo, classify
+    from analysis.judge.classify import Expectation, SchedulerInfo, classify
 
     eff = {"checks": {"verdict": "pass", "messages": [], "not_run": ["x"]}}
     for state, reason in (("TIMEOUT", "slurm_time_limit"), ("CANCELLED by 0", "cancelled")):

@@ -1,10 +1,10 @@
-"""The parser's compact per-row storage (analysis.grammar): a layout's rows as runs, a column's constant blocks."""
+"""The parser's compact per-row storage (analysis.logs.grammar): a layout's rows as runs, a column's constant blocks."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from analysis.grammar import Column, Rows
+from analysis.logs.grammar import Column, Rows
 
 
 def test_rows_as_runs_give_the_row_numbers() -> None:

@@ -1,4 +1,4 @@
-"""The split of a run's held GPU time (analysis.fixed_cost): the payload's phase stamps, Megatron's step times and
+"""The split of a run's held GPU time (analysis.measure.fixed_cost): the payload's phase stamps, Megatron's step times and
 the conductor's launch and end, read from a real-format log and a conductor.json."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from analysis import fixed_cost
 from analysis.analyze import analyze_run
-from analysis.classify import Expectation, SchedulerInfo
+from analysis.judge.classify import Expectation, SchedulerInfo
+from analysis.measure import fixed_cost
 from tests.analysis.megatron_format import in_layout, megatron_line
 
 T0 = 1_764_700_000.0  # the conductor's launch, epoch s

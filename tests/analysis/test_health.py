@@ -1,4 +1,4 @@
-"""The run's own series as evidence (analysis/health.py): a loss key that vanishes is a NaN loss, fp16 warm-up skips
+"""The run's own series as evidence (analysis/judge/health.py): a loss key that vanishes is a NaN loss, fp16 warm-up skips
 stay ok, a blow-up by orders of magnitude is ``diverged`` and a noisy healthy curve is not; in every launcher
 layout, and under rewordings and reorderings (hypothesis)."""
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import health
-from analysis.classify import SchedulerInfo, classify
-from analysis.parse import parse_files, parse_lines
+from analysis.judge import health
+from analysis.judge.classify import SchedulerInfo, classify
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis.megatron_format import LAYOUTS, in_layout, megatron_line, run_log
 from tests.analysis.synth import FIXTURES
 

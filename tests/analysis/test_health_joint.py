@@ -1,4 +1,4 @@
-"""Divergence from a sustained joint jump (analysis/health.py): loss and grad norm leaving their own running level
+"""Divergence from a sustained joint jump (analysis/judge/health.py): loss and grad norm leaving their own running level
 together and staying up is ``diverged``; loss spikes that recover, early training, grad-norm spikes with the loss
 flat and learning-rate warm-up shapes stay ``ok``. Real-format Megatron lines (tests/analysis/megatron_format.py) in
 every layout, fixtures in tests/analysis/fixtures/health."""
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.classify import classify
-from analysis.parse import parse_files, parse_lines
+from analysis.judge.classify import classify
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis.megatron_format import LAYOUTS, in_layout, megatron_line, run_log
 from tests.analysis.synth import FIXTURES
 

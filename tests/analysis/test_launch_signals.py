@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.classify import SchedulerInfo, classify
-from analysis.parse import parse_files, parse_lines
+from analysis.judge.classify import SchedulerInfo, classify
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis import launch_logs as ll
 from tests.analysis import timeline_logs as tl
 from tests.analysis.synth import FIXTURES

@@ -1,4 +1,4 @@
-"""analysis.locate: the iteration and memory lines found with numpy are exactly what ``ITER_N_RE.findall`` finds,
+"""analysis.logs.locate: the iteration and memory lines found with numpy are exactly what ``ITER_N_RE.findall`` finds,
 or ``None`` (then the scanner runs the regex); hypothesis regions of real-looking, mutated and random lines."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.grammar import ITER_N_RE
-from analysis.locate import HEADER, locate
-from analysis.parse import parse_lines
+from analysis.logs.grammar import ITER_N_RE
+from analysis.logs.locate import HEADER, locate
+from analysis.logs.parse import parse_lines
 from tests.analysis.synth import iteration_line, memory_gb, memory_mb, step_time
 from tests.analysis.test_properties import DAMAGE
 
@@ -104,7 +104,7 @@ def test_scanner_with_locate_equals_the_regex_path(monkeypatch: pytest.MonkeyPat
     lines = [iteration_line(i, 100, step_ms=500.0 + i) for i in range(1, 300)]
     lines[150:150] = [memory_gb(150, 2.5), "iteration  151 of nothing", memory_mb(150, 4096.0)]
     with_locate = parse_lines(lines)
-    monkeypatch.setattr("analysis.bulkregion.locate", lambda *a: None)
+    monkeypatch.setattr("analysis.logs.bulkregion.locate", lambda *a: None)
     regex = parse_lines(lines)
     for name in ("iteration", "train_iters", "step_ms", "lm_loss", "grad_norm", "nonfinite"):
         assert np.array_equal(getattr(with_locate.series, name), getattr(regex.series, name), equal_nan=True), name

@@ -1,11 +1,11 @@
-"""analysis.markers.MarkerBag.scan keeps and counts what adding the region's markers one by one keeps and counts
+"""analysis.logs.markers.MarkerBag.scan keeps and counts what adding the region's markers one by one keeps and counts
 (it makes a Marker only for the first and the last 8 of a kind)."""
 
 from __future__ import annotations
 
 import pytest
 
-from analysis.markers import TEXT_LIMIT, Marker, MarkerBag, scan_markers
+from analysis.logs.markers import TEXT_LIMIT, Marker, MarkerBag, scan_markers
 
 LINES = ["RuntimeError: NCCL error: unhandled system error", "[rank3]: ValueError: an error occurred, retrying",
          "Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory.", "plain line",

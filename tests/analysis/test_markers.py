@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.markers import _KINDS, NEEDLES, marker_kind, scan_markers
-from analysis.parse import parse_iteration_line, parse_lines
+from analysis.logs.markers import _KINDS, NEEDLES, marker_kind, scan_markers
+from analysis.logs.parse import parse_iteration_line, parse_lines
 from tests.analysis.synth import iteration_line
 
 
@@ -90,7 +90,7 @@ _LINES = st.sampled_from([
 def test_distinct_lines_give_what_the_segments_give(lines, last):
     """The Arrow path over distinct lines (no \\r, lines of at most 2048 bytes) yields exactly what the segment
     path yields, offsets included, also for a last line without a line end and at an offset into the buffer."""
-    from analysis.markers import _scan_lines
+    from analysis.logs.markers import _scan_lines
 
     head = b"prefix that is not scanned\n"
     buf = head + b"".join(line + b"\n" for line in lines) + last

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from analysis.compare import compare_all
-from analysis.paired import Design, drift, paired_speedup
-from analysis.sequential import (
+from analysis.measure.compare import compare_all
+from analysis.measure.paired import Design, drift, paired_speedup
+from analysis.measure.sequential import (
     EQUIVALENT,
     FASTER,
     P_FUTILITY,

@@ -8,8 +8,14 @@ import os
 import numpy as np
 import pytest
 
-from analysis import parse, scanner
-from analysis.parse import group_restart_files, parse_files, parse_iteration_line, parse_lines, restart_key
+from analysis.logs import parse, scanner
+from analysis.logs.parse import (
+    group_restart_files,
+    parse_files,
+    parse_iteration_line,
+    parse_lines,
+    restart_key,
+)
 from tests.analysis.synth import (
     FIXTURES,
     iteration_line,

@@ -1,4 +1,4 @@
-"""Severity, phase and per-family structure (analysis/phase.py, analysis/structure.py): teardown warnings and
+"""Severity, phase and per-family structure (analysis/judge/phase.py, analysis/judge/structure.py): teardown warnings and
 accounting warnings leave a good run ok, OOM needs a kill, C++ frames are no Python exception, bare device asserts
 follow the run's dispatcher, glued iteration lines keep their fields, Xid codes are read after the PCI address."""
 
@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import phase
-from analysis.classify import SchedulerInfo, classify
-from analysis.expectation import Expectation
-from analysis.parse import parse_files, parse_lines
+from analysis.judge import phase
+from analysis.judge.classify import SchedulerInfo, classify
+from analysis.judge.expectation import Expectation
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis.megatron_format import LAYOUTS, in_layout, megatron_line, run_log
 from tests.analysis.synth import FIXTURES
 

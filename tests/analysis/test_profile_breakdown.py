@@ -1,4 +1,4 @@
-"""analysis/profile_breakdown.py on synthetic Chrome traces in torch.profiler's layout (exact expected numbers)."""
+"""analysis/measure/profile_breakdown.py on synthetic Chrome traces in torch.profiler's layout (exact expected numbers)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from analysis.profile_breakdown import PARTS, TraceError, breakdown, categorize, load_or_summarize, load_trace
+from analysis.measure.profile_breakdown import (
+    PARTS,
+    TraceError,
+    breakdown,
+    categorize,
+    load_or_summarize,
+    load_trace,
+)
 
 CPU = {"pid": 1, "tid": 7}
 
@@ -106,8 +113,8 @@ def test_h200_trace_summary_fixture():
 
 
 def test_h200_summary_and_report_fixture():
+    from analysis.measure.results import RunResult
     from analysis.render import breakdown_blocks
-    from analysis.results import RunResult
 
     s = json.loads((FIXTURE / "summary.json").read_text())
     run = s["runs"][0]

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.parse import parse_iteration_line, parse_lines
+from analysis.logs.parse import parse_iteration_line, parse_lines
 from tests.analysis.synth import iteration_line, megatron_lines, memory_gb, memory_mb, step_time, training_log
 
 REAL = [line for line in megatron_lines() if "iteration" in line and "|" in line]
@@ -93,7 +93,7 @@ def test_damaged_memory_and_step_lines_never_give_a_wrong_number(data):
 @given(st.lists(st.integers(1, 600), min_size=1, max_size=12), st.integers(0, 30))
 def test_any_split_of_a_log_into_pieces_gives_the_same_series(cuts, dropped):
     """The parser is a stream: how the bytes arrive must not matter."""
-    from analysis.scanner import Scanner
+    from analysis.logs.scanner import Scanner
 
     text = ("\n".join(training_log(12)) + "\n").encode()
     whole = parse_lines(text.decode().splitlines())
@@ -104,7 +104,7 @@ def test_any_split_of_a_log_into_pieces_gives_the_same_series(cuts, dropped):
         pos += c
     scanner.feed(text[pos:])
     scanner.end_file()
-    from analysis.parse import _result
+    from analysis.logs.parse import _result
 
     pieces = _result(scanner, ["x"], [], [])
     assert np.array_equal(whole.series.iteration, pieces.series.iteration)

@@ -1,5 +1,5 @@
 """The tail's marker scan leaves out accepted iteration lines with finite values and keys without needles
-(analysis.markers.marker_rows ``quiet``): the markers kept and counted are those of the full scan, also when an
+(analysis.logs.markers.marker_rows ``quiet``): the markers kept and counted are those of the full scan, also when an
 iteration line's prefix, a NaN loss or a key holds a needle."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import bulkregion, markers, parse
+from analysis.logs import bulkregion, markers, parse
 from tests.analysis.synth import iteration_line
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from analysis.api import analyze_sweep, write_report
+from analysis.measure.results import Summary
 from analysis.report import main
-from analysis.results import Summary
 from tests.analysis.synth import FIXTURES, effective_config, make_sweep, training_log, write_log
 from tests.launchers.conftest import IN_CI
 

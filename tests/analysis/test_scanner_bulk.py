@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis.parse import ParsedLog, _result
-from analysis.scanner import Scanner
+from analysis.logs.parse import ParsedLog, _result
+from analysis.logs.scanner import Scanner
 from tests.analysis.synth import iteration_line, memory_gb, memory_mb, step_time
 from tests.analysis.test_properties import DAMAGE
 

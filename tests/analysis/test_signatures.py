@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis import catalogue
-from analysis.classify import SchedulerInfo, classify
-from analysis.markers import NEEDLES
-from analysis.parse import parse_files, parse_lines
-from analysis.signatures import FAMILIES, SIGNATURES
+from analysis.judge.classify import SchedulerInfo, classify
+from analysis.logs import catalogue
+from analysis.logs.markers import NEEDLES
+from analysis.logs.parse import parse_files, parse_lines
+from analysis.logs.signatures import FAMILIES, SIGNATURES
 from tests.analysis.synth import FIXTURES, iteration_line
 
 SIG = FIXTURES / "signatures"
-# fixture file -> (run status, primary reason); every family of analysis/signatures.py has at least one
+# fixture file -> (run status, primary reason); every family of analysis/logs/signatures.py has at least one
 EXPECTED = {
     "deepep_cpu_recv_timeout.log": ("failed", "dispatcher_timeout"),
     "deepep_gpu_receiver_timeout.log": ("failed", "dispatcher_timeout"),

@@ -8,8 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from analysis import stats as stats_module
-from analysis.compare import (
+from analysis.logs.parse import parse_lines
+from analysis.measure import stats as stats_module
+from analysis.measure.compare import (
     backend_rates,
     compare_all,
     compare_variant,
@@ -17,9 +18,8 @@ from analysis.compare import (
     speedup_from_iterations,
     speedup_from_run_medians,
 )
-from analysis.parse import parse_lines
-from analysis.results import RunConfig, RunResult
-from analysis.stats import (
+from analysis.measure.results import RunConfig, RunResult
+from analysis.measure.stats import (
     MIN_STEADY,
     bootstrap_medians,
     compute_stats,
@@ -209,7 +209,7 @@ def test_compare_all_respects_groups():
 
 
 def test_real_baseline_fixture_statistics():
-    from analysis.parse import parse_files
+    from analysis.logs.parse import parse_files
     from tests.analysis.synth import FIXTURES
 
     s = parse_files([FIXTURES / "h200_mbridge_tiny_moe_baseline.log"]).series

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import launch_context, timeline
-from analysis.classify import SchedulerInfo, classify
-from analysis.parse import parse_files, parse_lines
+from analysis.judge import launch_context, timeline
+from analysis.judge.classify import SchedulerInfo, classify
+from analysis.logs.parse import parse_files, parse_lines
 from tests.analysis import timeline_logs as tl
 from tests.analysis.synth import FIXTURES
 
@@ -221,3 +221,34 @@ def test_cause_is_stable_under_rewording_and_reordering(layout, cause, bad, op, 
     v = classify(parse_lines(lines), median_step_ms=1000)
     assert v.reason == reason, (layout, v.flags, v.timeline)
     assert "nccl_timeout" in v.flags
+
+
+def test_one_runs_reading_goes_down_to_the_timeline_and_back_once():
+    """A call trace of one run's classification: the verdict calls the timeline's functions once (``read``), and
+    the timeline calls nothing of the verdict's but the priority keys handed down to it (the causes are read
+    inside the timeline, before the order)."""
+    import sys
+
+    log = parse_files([TL / "scancel_long_after_last_step.log"])
+    down: list[str] = []
+    up: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event != "call" or frame.f_back is None:
+            return
+        callee, caller = frame.f_globals.get("__name__"), frame.f_back.f_globals.get("__name__")
+        name = frame.f_code.co_name
+        if (caller, callee) == ("analysis.judge.classify", "analysis.judge.timeline") and \
+                callable(vars(timeline).get(name)) and not isinstance(vars(timeline)[name], type):
+            down.append(name)  # a function of the module (a record's method, to_json, is no reading)
+        elif (caller, callee) == ("analysis.judge.timeline", "analysis.judge.classify"):
+            up.add(name)
+
+    sys.setprofile(profile)
+    try:
+        verdict = classify(log, scheduler=SchedulerInfo("CANCELLED by 1000"))
+    finally:
+        sys.setprofile(None)
+    assert verdict.reason == "suspected_hang"
+    assert down == ["read"], down
+    assert up <= {"_in_priority", "level_then_priority"}, up

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from analysis.analyze import analyze_files
-from analysis.compare import verdict_of
-from analysis.parse import parse_lines
+from analysis.logs.parse import parse_lines
+from analysis.measure.compare import verdict_of
+from analysis.measure.results import Speedup
+from analysis.measure.stats import default_warmup
 from analysis.report import main
-from analysis.results import Speedup
-from analysis.stats import default_warmup
 from tests.analysis.synth import effective_config, iteration_line, make_sweep, training_log, write_log
 
 PLANNED = 122_070

@@ -27,12 +27,12 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
 
 def test_a_revision_is_checked_out_into_a_worktree_that_is_removed_afterwards():
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
-    committed = subprocess.run(["git", "show", "HEAD:analysis/parse.py"], cwd=REPO, capture_output=True, text=True,
+    committed = subprocess.run(["git", "show", "HEAD:analysis/api.py"], cwd=REPO, capture_output=True, text=True,
                                check=True).stdout
     with harness.trees(head.stdout.strip()) as sides:
         ours, base = sides
         assert ours.root == REPO and base.label == head.stdout.strip()
-        assert (base.root / "analysis" / "parse.py").read_text() == committed
+        assert (base.root / "analysis" / "api.py").read_text() == committed
     assert not base.root.exists()
     listed = subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert str(base.root) not in listed

@@ -1,6 +1,7 @@
-"""The import structure (issue: the renovation): contracts at the bottom, launchers and analysis above it knowing
-only the contracts, experiments (planner and conductor) on top; the payload imports only contracts and itself; no
-import circles, function-level imports included."""
+"""The import structure: contracts at the bottom, launchers and analysis above it knowing only the contracts,
+experiments (planner and conductor) on top; the payload imports only contracts and itself; no import circles,
+function-level imports included. Inside analysis/, rooms on floors of their own (:data:`ANALYSIS_FLOORS`): each
+sub-package imported through its face, no private name crossing a room."""
 
 from __future__ import annotations
 
@@ -10,6 +11,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "launchers", "analysis", "experiments")
 FLOOR = {"contracts": 0, "launchers": 1, "analysis": 1, "experiments": 2}
+# the rooms of analysis/ (a sub-package is one room, a top-level module another) and their floors: an import goes
+# down a floor or stays in its room, never up, never sideways (judge and measure know nothing of each other)
+ANALYSIS_FLOORS = {
+    "analysis": 0, "analysis.options": 0, "analysis.files": 0, "analysis.console": 0, "analysis.reportset": 0,
+    "analysis.logs": 1,
+    "analysis.judge": 2, "analysis.measure": 2,
+    "analysis.analyze": 3, "analysis.render": 3, "analysis.plots": 3, "analysis.history": 3,
+    "analysis.api": 4,
+    "analysis.report": 5,
+}
+MAX_ANALYSIS_FLOORS = 7
 
 
 def _modules() -> dict[str, Path]:
@@ -23,17 +35,49 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """Project modules imported anywhere in ``path`` (module level and inside functions)."""
-    found = set()
+def _face(package: Path) -> dict[str, str]:
+    """A room's face, ``{public name: module}``, read from the ``face(__name__, {...})`` call of its __init__."""
+    for node in ast.walk(ast.parse((package / "__init__.py").read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "face":
+            table = ast.literal_eval(node.args[1])
+            return {name: f"{package.name}.{module}" if module else f"{package.name}.{name}"
+                    for module, names in table.items() for name in names}
+    return {}
+
+
+def _faces(modules: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """Every package with a face: ``{package: {public name: module it lives in}}``."""
+    out = {}
+    for mod, path in modules.items():
+        if path.name == "__init__.py" and (table := _face(path.parent)):
+            out[mod] = {name: f"{mod.rpartition('.')[0]}.{where}".lstrip(".") for name, where in table.items()}
+    return out
+
+
+def _import_nodes(path: Path):
+    """``(node, names)`` per import of ``path``: the dotted names it reaches, before resolution to modules."""
     for node in ast.walk(ast.parse(path.read_text())):
-        names = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            yield node, [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # ``from pkg import submodule`` depends on the submodule, ``from pkg import name`` on pkg
-            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                     for a in node.names]
+            yield node, [f"{node.module}.{a.name}" for a in node.names]
+
+
+def _imports(path: Path, modules: dict[str, Path], faces: dict[str, dict[str, str]] | None = None) -> set[str]:
+    """Project modules imported anywhere in ``path`` (module level and inside functions); a name taken from a
+    face counts as an import of the module that holds it."""
+    faces = _faces(modules) if faces is None else faces
+    found = set()
+    for node, dotted in _import_nodes(path):
+        names = []
+        for d in dotted:
+            package, _, name = d.rpartition(".")
+            if isinstance(node, ast.ImportFrom) and name in faces.get(package, {}):
+                names.append(faces[package][name])
+            elif isinstance(node, ast.ImportFrom) and d not in modules:
+                names.append(node.module)  # ``from pkg import name`` depends on pkg
+            else:
+                names.append(d)
         for n in names:
             while n and n not in modules:
                 n = n.rpartition(".")[0]
@@ -44,7 +88,62 @@ def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
 
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
-    return {m: _imports(p, modules) - {m} for m, p in modules.items()}
+    faces = _faces(modules)
+    return {m: _imports(p, modules, faces) - {m} for m, p in modules.items()}
+
+
+def _room(module: str) -> str:
+    """The room of an analysis module: its sub-package, or the module itself at the top of analysis/; elsewhere
+    a module's package."""
+    if module.startswith("analysis"):
+        return ".".join(module.split(".")[:2])
+    return module.rpartition(".")[0] or module
+
+
+def _analysis_rooms() -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = {}
+    for mod, deps in _graph().items():
+        if mod.startswith("analysis"):
+            rooms.setdefault(_room(mod), set()).update(_room(d) for d in deps if d.startswith("analysis"))
+    return {r: deps - {r} for r, deps in rooms.items()}
+
+
+def test_analysis_stands_in_rooms_on_few_floors_imported_only_down() -> None:
+    rooms = _analysis_rooms()
+    assert set(rooms) == set(ANALYSIS_FLOORS), "rooms without a floor: " + ", ".join(
+        sorted(set(rooms) ^ set(ANALYSIS_FLOORS)))
+    up = [f"{r} -> {d}" for r, deps in rooms.items() for d in deps if ANALYSIS_FLOORS[d] >= ANALYSIS_FLOORS[r]]
+    assert not up, "analysis imports up or sideways: " + "; ".join(sorted(up))
+    assert len(set(ANALYSIS_FLOORS.values())) <= MAX_ANALYSIS_FLOORS
+
+
+def _outside_faces(path: Path, room: str, modules: dict[str, Path],
+                   faces: dict[str, dict[str, str]]) -> list[str]:
+    """Imports in ``path`` (of ``room``) that reach into another package with a face other than by a public name
+    of that face, or that take a private name from another room."""
+    bad = []
+    for node, dotted in _import_nodes(path):
+        for d in dotted:
+            package, _, name = d.rpartition(".")
+            target = d if d in modules else package
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if not target or _room(target) == room or not target.startswith(tuple(faces)):
+                if name.startswith("_") and not name.startswith("__") and target and _room(target) != room:
+                    bad.append(f"{path.name}: private {d}")
+                continue
+            owner = next(f for f in faces if target == f or target.startswith(f + "."))
+            if not (isinstance(node, ast.ImportFrom) and node.module == owner and name in faces[owner]):
+                bad.append(f"{path.name}: {d} (not on the face of {owner})")
+    return bad
+
+
+def test_the_rooms_are_entered_through_their_faces_and_no_private_name_crosses() -> None:
+    modules = _modules()
+    faces = _faces(modules)
+    assert {"analysis.logs", "analysis.judge", "analysis.measure"} <= set(faces)
+    bad = [b for m, p in modules.items() for b in _outside_faces(p, _room(m), modules, faces)]
+    assert not bad, "; ".join(sorted(bad))
 
 
 def _floor(module: str) -> int:
@@ -111,3 +210,21 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     modules = {"analysis.x": tmp_path / "x.py", "experiments.conductor": tmp_path / "c.py"}
     modules["analysis.x"].write_text("def f():\n    from experiments.conductor import drive\n")
     assert _imports(modules["analysis.x"], modules) == {"experiments.conductor"}
+
+
+def test_the_checker_sees_a_bypassed_face_and_a_private_name(tmp_path: Path) -> None:
+    """The face rule can fail: a judge module importing a logs module directly, or a private name of it."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "__init__.py").write_text('__getattr__, __all__ = face(__name__, {"parse": ("parse_files",)})\n')
+    (tmp_path / "logs" / "parse.py").write_text("def parse_files(): ...\n_x = 1\n")
+    modules = {"analysis": tmp_path / "a.py", "analysis.logs": tmp_path / "logs" / "__init__.py",
+               "analysis.logs.parse": tmp_path / "logs" / "parse.py", "analysis.judge.x": tmp_path / "x.py"}
+    faces = _faces(modules)
+    assert faces == {"analysis.logs": {"parse_files": "analysis.logs.parse"}}
+    good, bad = tmp_path / "good.py", modules["analysis.judge.x"]
+    good.write_text("from analysis.logs import parse_files\n")
+    bad.write_text("from analysis.logs.parse import parse_files\nfrom analysis.logs.parse import _x\n")
+    assert _outside_faces(good, "analysis.judge", modules, faces) == []
+    assert _imports(good, modules, faces) == {"analysis.logs.parse"}
+    found = _outside_faces(bad, "analysis.judge", modules, faces)
+    assert len(found) == 2 and any("not on the face" in f for f in found)

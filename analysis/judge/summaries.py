@@ -10,7 +10,7 @@ means once both are known.
   ``slurm_time_limit``, ``CANCELLED by <uid>`` -> ``cancelled``.
 - Signals: SIGSEGV, SIGBUS, SIGILL, SIGFPE are root causes (``killed_by_signal:<NAME>``, before NCCL errors, which
   the other ranks then report). What a soft signal or SIGKILL means depends on the launch context and on what
-  came before it: :mod:`analysis.launch_context`.
+  came before it: :mod:`analysis.judge.launch_context`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from analysis.catalogue import signal_name
-from analysis.markers import Marker
+from analysis.logs import Marker, signal_name
 
 HARD_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE"})
 _STATE_REASONS = {

@@ -5,7 +5,7 @@ the repeat index of a run is its block index. For each block where both the arm 
 r_b = baseline median step (ms) / arm median step (ms) -- the ratio of the two runs' medians in the same block, so
 drift between blocks cancels. The speedup is exp(mean(log r_b)) (a geometric mean of the block ratios) with the 95%
 Student-t interval of mean(log r_b) over the blocks (method ``paired_blocks_t``); the verdict comes from
-:mod:`analysis.sequential` (fixed design, or the adaptive design's first decision). The baseline's median in each
+:mod:`analysis.measure.sequential` (fixed design, or the adaptive design's first decision). The baseline's median in each
 block is the sweep's drift (``drift`` in summary.json).
 """
 
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.measure.results import RunResult, Speedup
 from analysis.options import PRACTICAL_THRESHOLD
-from analysis.results import RunResult, Speedup
 
-# scipy (via analysis.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
+# scipy (via analysis.measure.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
 # loose logs without blocks never needs
 
 CONFIDENCE = 0.95
@@ -82,7 +82,7 @@ def paired_speedup(log_ratios: Sequence[float], confidence: float = CONFIDENCE) 
 
 def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup, str, dict | None]:
     """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks)."""
-    from analysis.sequential import fixed_verdict, sequential_verdict, verdict_name
+    from analysis.measure.sequential import fixed_verdict, sequential_verdict, verdict_name
 
     logs = [math.log(p.ratio) for p in pairs]
     speedup = paired_speedup(logs)

@@ -1,17 +1,17 @@
-"""The chunked byte scanner behind ``analysis.parse`` (formats and damage rules: see that module's docstring).
+"""The chunked byte scanner behind ``analysis.logs.parse`` (formats and damage rules: see that module's docstring).
 
 Speed notes (benchmarks/parse.py):
-- after a file's first iteration line, a region without ``\r`` is located with numpy (:mod:`analysis.locate`:
+- after a file's first iteration line, a region without ``\r`` is located with numpy (:mod:`analysis.logs.locate`:
   the aligned words of ``iteration``, header templates, memory lines by their head), else (and where that cannot
   decide) by one regex pass that finds iteration *and* memory lines (``ITER_N_RE``/``ITER_RE``); the memory values
   are read by one regex pass over the memory lines; ``Step Time`` lines are read only while some iteration line
   lacks its throughput (then they are paired with iteration lines);
 - iteration lines of one log share a key sequence (a "layout"); the lines of a region that all have the last
-  accepted layout are joined, and Arrow kernels compare the keys and cast the values (``analysis.bulk``; where
+  accepted layout are joined, and Arrow kernels compare the keys and cast the values (``analysis.logs.bulk``; where
   Arrow refuses, one ``translate`` checks characters and separators, then a split and ``float``); a region where
   some line fails the per-line checks goes through the per-line path (a damaged line costs speed, not numbers);
 - failure markers (and config lines) are searched before a file's first iteration line and in the regions that end
-  within the file's last ``tail_bytes`` (``analysis.markers.MarkerBag.scan``: one RE2 pass over distinct lines, the
+  within the file's last ``tail_bytes`` (``analysis.logs.markers.MarkerBag.scan``: one RE2 pass over distinct lines, the
   accepted iteration lines that cannot hold a needle left out), while the region's bytes are in the cache.
 Memory: per row 8 bytes of iteration number plus 8 per varying column (``grammar.Column``; constant columns
 and the layouts' rows cost nothing per row), and one chunk of log bytes, so that a log of several GB fits.
@@ -24,8 +24,8 @@ from array import array
 
 import numpy as np
 
-from analysis.bulkregion import BulkRegions
-from analysis.grammar import (
+from analysis.logs.bulkregion import BulkRegions
+from analysis.logs.grammar import (
     _ANSI_B,
     _CONFIG_RE,
     _CONFIG_VALUE_RE,
@@ -46,7 +46,7 @@ from analysis.grammar import (
     _make_layout,
     _timestamp,
 )
-from analysis.markers import MarkerBag, clean_line
+from analysis.logs.markers import MarkerBag, clean_line
 
 _GLUED = b"\x00glued"  # the key of a glued head's layout in ``Scanner.layouts`` (no real key holds a NUL byte)
 

@@ -1,7 +1,7 @@
 """The scanner's bulk path over one region of a log whose iteration lines all have the last accepted layout
-(:class:`analysis.scanner.Scanner` inherits it): memory and iteration lines found by :func:`analysis.locate.locate`
+(:class:`analysis.logs.scanner.Scanner` inherits it): memory and iteration lines found by :func:`analysis.logs.locate.locate`
 (or one ``findall`` pass where it leaves the region to the regex), the iteration lines checked and converted
-together by the Arrow kernels of :mod:`analysis.bulk`. See the speed notes of :mod:`analysis.scanner`."""
+together by the Arrow kernels of :mod:`analysis.logs.bulk`. See the speed notes of :mod:`analysis.logs.scanner`."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from itertools import compress
 
 import numpy as np
 
-from analysis.bulk import LayoutKernel, int64_bytes
-from analysis.grammar import _LINE_OK_MARKS, _MEM_BULK, ITER_N_RE, ITER_RE, _floats, _Layout, _timestamp
-from analysis.locate import Located, gather, locate
-from analysis.markers import NEEDLE_RE
+from analysis.logs.bulk import LayoutKernel, int64_bytes
+from analysis.logs.grammar import _LINE_OK_MARKS, _MEM_BULK, ITER_N_RE, ITER_RE, _floats, _Layout, _timestamp
+from analysis.logs.locate import Located, gather, locate
+from analysis.logs.markers import NEEDLE_RE
 
 
 class BulkRegions:
-    """Mixin of :class:`analysis.scanner.Scanner` (its state: ``it``, ``total``, ``nonfinite_rows``, ``pending``,
+    """Mixin of :class:`analysis.logs.scanner.Scanner` (its state: ``it``, ``total``, ``nonfinite_rows``, ``pending``,
     ``last_off``, ``last_ts``, ``peak_gb``, ``memory_lines``; its per-line path ``_line``)."""
 
     def _fast_region(self, layout: _Layout, buf: bytes, pos: int, end: int, base: int) -> None:
         """[pos, end) when the log's lines so far have ``layout``: memory and iteration lines are found in one pass
-        (:func:`analysis.locate.locate` when the region holds no ``\\r``, else ``ITER_RE``), memory values are read
+        (:func:`analysis.logs.locate.locate` when the region holds no ``\\r``, else ``ITER_RE``), memory values are read
         from the joined memory lines, and the iteration lines are checked and converted together
         (:meth:`_add_lines`); when some line does not pass there, every line of the region goes through
         :meth:`_line`, in order."""
@@ -110,7 +110,7 @@ class BulkRegions:
         one of them has ``layout``'s keys and passes :meth:`_line`'s checks, with the same numbers; False (nothing
         appended) otherwise.
 
-        The Arrow kernel (:meth:`analysis.bulk.LayoutKernel.table`) checks the keys and converts the values; when
+        The Arrow kernel (:meth:`analysis.logs.bulk.LayoutKernel.table`) checks the keys and converts the values; when
         it refuses, the joined text must hold only the allowed characters with the separators ``:|`` per field
         and ``\\n`` per line, and its keys must be the layout's, so each line's are (split and ``float``)."""
         fields = len(layout.raw) - 1

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis.markers import Marker
+from analysis.logs import Marker
 
 CANCEL_RE = re.compile(r"\*\*\* (?P<entity>JOB|STEP) (?P<id>\S+) (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+)"
                        r"(?: DUE TO (?P<due>[A-Z][A-Z_ ]*[A-Z]))?")

@@ -1,6 +1,6 @@
 """Evidence from a parsed log, before any verdict: which signatures matched where, with the details each one
 carries (rank, op, timeout, host), and the context a marker sits in (a DeepEP/HybridEP frame). The verdict itself
-is :func:`analysis.classify.classify`."""
+is :func:`analysis.judge.classify.classify`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis import catalogue, health, structure
-from analysis.markers import EXCEPTION_RE, Marker
-from analysis.parse import ParsedLog
+from analysis.judge import health, structure
+from analysis.logs import EXCEPTION_RE, Marker, ParsedLog, catalogue
 
 _ECHO_EXCEPTIONS = ("ChildFailedError", "DistBackendError", "DistNetworkError", "SignalException")
 # knobs whose missing parent config gives the C03 AttributeError (FACTS §1)
@@ -53,7 +52,7 @@ class _Finding:
     evidence: list[str]
     offset: int
     details: dict[str, Any] = field(default_factory=dict)
-    offsets: list[int] = field(default_factory=list)  # every marker it was built from (analysis.timeline)
+    offsets: list[int] = field(default_factory=list)  # every marker it was built from (analysis.judge.timeline)
 
 
 def _before_frame(markers: Sequence[Marker], m: Marker) -> list[str]:
@@ -99,10 +98,10 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
         if _in_dispatcher(markers, m):
             reason = "flex_kernel_assertion"
         elif structure.is_device_assert(text):
-            # a bare device-side assert: the run's dispatcher decides whose kernel it is (analysis.classify)
+            # a bare device-side assert: the run's dispatcher decides whose kernel it is (analysis.judge.classify)
             details["device_assert"] = True
     elif reason == "hardware_failure" and structure.xid_reason(details.get("xid")) == "cuda_error":
-        reason = "cuda_error"  # an Xid the driver reports for an application's own fault (analysis.structure)
+        reason = "cuda_error"  # an Xid the driver reports for an application's own fault (analysis.judge.structure)
         details["xid_application"] = True
     elif reason == "cuda_error" and _in_dispatcher(markers, m):
         reason = "flex_kernel_error"
@@ -204,7 +203,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
     elif "nan_inf" in found and "iteration" not in found["nan_inf"].details and len(s):
         # the NaN check fired before the iteration line was printed: it is the iteration after the last logged one
         found["nan_inf"].details["iteration"] = int(s.iteration[-1]) + 1
-    for h in health.series_findings(s, log.restart_first_iterations):  # the series' own health (analysis.health)
+    for h in health.series_findings(s, log.restart_first_iterations):  # the series' own health (analysis.judge.health)
         f = found.setdefault(h.reason, _Finding([], log.last_iteration_offset or 0, {"rank": None}
                                                 if h.reason == "nan_inf" else {}))
         if h.reason == "nan_inf" and "iteration" in f.details and f.details["iteration"] <= h.iteration:

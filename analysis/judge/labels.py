@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from contracts.records import DISPATCHER_SHORT, DISPATCHERS, FLEX_BACKENDS, canonical_field
 
 if TYPE_CHECKING:
-    from analysis.expectation import Expectation
-    from analysis.parse import ParsedLog
+    from analysis.judge.expectation import Expectation
+    from analysis.logs import ParsedLog
 
 # requested dispatcher -> (moe_token_dispatcher_type, moe_flex_dispatcher_backend) (FACTS §1)
 DISPATCH_FIELDS: dict[str, tuple[str, str | None]] = {

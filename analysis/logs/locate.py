@@ -1,5 +1,5 @@
 """Where a region's iteration and memory lines are, found with numpy instead of a regex pass: the bulk path's way
-to the lines (:meth:`analysis.bulkregion.BulkRegions._fast_region`).
+to the lines (:meth:`analysis.logs.bulkregion.BulkRegions._fast_region`).
 
 Half of the time of ``ITER_N_RE.findall`` (about 0.5 GB/s) is its search for the literal ``iteration``; without it
 an iteration-only log of 1 GB parses in about 60% of the time (benchmarks/parse.py). For a region without ``\\r``
@@ -32,10 +32,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.bulk import POOL, indices
+from analysis.logs.bulk import POOL, indices
 
 HEADER = 40  # bytes after "iteration" in which "[ \t]+N[ \t]*/[ \t]*M[ \t]*|" must end
-MAX_REST = 65536  # a longer rest goes to the per-line path (analysis.scanner.Scanner._line)
+MAX_REST = 65536  # a longer rest goes to the per-line path (analysis.logs.scanner.Scanner._line)
 MAX_DIGITS = 18  # a longer number goes to the per-line path (damage there: int64 holds any 18 digits)
 _WORDS = [int(np.frombuffer(b"iteration"[k:k + 4], "<u4")[0]) for k in range(4)]
 _HEAD = int(np.frombuffer(b"iteratio", "<u8")[0])

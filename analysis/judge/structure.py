@@ -23,8 +23,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from analysis.expectation import Expectation
-    from analysis.parse import ParsedLog
+    from analysis.judge.expectation import Expectation
+    from analysis.logs import ParsedLog
 
 APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 _DEVICE_ASSERT = re.compile(r"block: \[[\d, ]+\], thread: \[[\d, ]+\]|Assertion failed: \S+\.cuh?:\d+, condition:"

@@ -7,7 +7,7 @@
     noise): a t interval on log(median) differences with the pooled run-to-run variance; the value is the ratio of
     the geometric means of the per-run medians.
   - Blocks (drift between blocks cancels in ratios within a block): when the two sides share at least 2 blocks (runs with the same repeat index = block index),
-    the speedup comes from the ratios within each block (analysis/paired.py, ``paired_blocks_t``) and the verdict
+    the speedup comes from the ratios within each block (analysis/measure/paired.py, ``paired_blocks_t``) and the verdict
     from analysis/sequential.py: ``equivalent`` when the arm is within +-practical_threshold (TOST), ``faster`` /
     ``slower`` when the interval excludes 1 (in ``repeats=auto`` the group-sequential decision).
   - Control arm (``control=true``, role ``control``): when its verdict is not ``equivalent``, every comparison of
@@ -36,10 +36,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from analysis.measure.paired import Design, block_pairs, paired_verdict
+from analysis.measure.results import BackendRate, Comparison, LossParity, OverlapCeiling, RunResult, Speedup
+from analysis.measure.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
 from analysis.options import LOSS_TOLERANCE
-from analysis.paired import Design, block_pairs, paired_verdict
-from analysis.results import BackendRate, Comparison, LossParity, OverlapCeiling, RunResult, Speedup
-from analysis.stats import CONFIDENCE, N_BOOT, SEED, bootstrap_medians, percentile_interval
 from contracts.records import group_key
 
 GRAD_SPIKE_FACTOR = 3.0

@@ -1,4 +1,4 @@
-"""Arrow kernels behind the scanner's bulk path (``analysis.scanner.Scanner._add_lines``).
+"""Arrow kernels behind the scanner's bulk path (``analysis.logs.scanner.Scanner._add_lines``).
 
 The iteration lines of one region that share a layout are joined with ``\\n``; numpy finds the separators, an
 Arrow string array over the joined bytes (no copy) holds the keys and values, and pyarrow.compute kernels check the

@@ -1,7 +1,7 @@
 """Failure-marker lines: which log lines are evidence, and what kind each one is.
 
-The parser (``analysis.parse``) finds candidate lines by byte needles (every line that holds a kind's trigger, in one
-RE2 pass) and hands each candidate to :func:`marker_kind`; the classifier (``analysis.classify``) turns the kinds into one reason per run.
+The parser (``analysis.logs.parse``) finds candidate lines by byte needles (every line that holds a kind's trigger, in one
+RE2 pass) and hands each candidate to :func:`marker_kind`; the classifier (``analysis.judge.classify``) turns the kinds into one reason per run.
 Every pattern names the log format it comes from (FACTS.md §6, CASES.md C03-C10, real logs in tests/analysis/fixtures).
 """
 
@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import re2
 
-from analysis import catalogue
-from analysis.bulk import POOL, indices
-from analysis.grammar import MARKERS_KEPT
-from analysis.locate import gather
+from analysis.logs import catalogue
+from analysis.logs.bulk import POOL, indices
+from analysis.logs.grammar import MARKERS_KEPT
+from analysis.logs.locate import gather
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 PHASE_RE = re.compile(r"\[payload\] phase (\w+) at (\d+(?:\.\d+)?)")
@@ -30,7 +30,7 @@ CPP_FRAME_RE = re.compile(r"^(?:\S+:\s*)?(?:frame #\d+: |Exception raised from \
 # a Python exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...", also a bare "Exception: ..."
 _EXCEPTION = r"\b((?:[A-Za-z_][\w.]*)?(?:Error|Exception))\b\s*:"
 
-# Failure signatures live in the catalogue (analysis.signatures): a line that matches an entry gets that entry's
+# Failure signatures live in the catalogue (analysis.logs.signatures): a line that matches an entry gets that entry's
 # reason as its kind. These are the structural kinds around them.
 # (kind, literal triggers, pattern), most specific first; a line gets the first kind whose pattern matches.
 # Triggers are lower-case literals, and every match of a kind's pattern, lower-cased, holds one of its triggers
@@ -40,11 +40,11 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     # the payload's own diagnosis: "[payload] error <code> <kind>: <cause>" (experiments/payload/errors.py)
     ("payload_error", ("[payload] error",), re.compile(r"\[payload\] error \d+ \w+: ")),
     # the payload's phase stamps: "[payload] phase <name> at <epoch s>" (experiments/payload/phases.py); read by
-    # analysis.fixed_cost, never evidence of a failure
+    # analysis.measure.fixed_cost, never evidence of a failure
     ("payload_phase", ("[payload] phase ",), PHASE_RE),
     # torchrun's ChildFailedError summary table (torch/distributed/elastic/multiprocessing/errors/__init__.py:
     # "Root Cause (first observed failure):", then "  host      : ...", "  rank      : 3 (local_rank: 3)",
-    # "  exitcode  : -11 (pid: 4242)", "  error_file: ...", "  traceback : ..."); read by analysis.summaries
+    # "  exitcode  : -11 (pid: 4242)", "  error_file: ...", "  traceback : ..."); read by analysis.judge.summaries
     (
         "torchrun_summary",
         ("root cause (first observed failure)", "failures:", "time      :", "host      :", "rank      :",
@@ -52,7 +52,7 @@ _KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
         re.compile(r"Root Cause \(first observed failure\)|^(?:\S+:\s*)?Failures:\s*$"
                    r"|^(?:\S+:\s*)?\s*(?:time      |host      |rank      |exitcode  |error_file|traceback ): "),
     ),
-    # the launch context (analysis.launch_context): job-script directives (sbatch(1) ``#SBATCH --signal``,
+    # the launch context (analysis.judge.launch_context): job-script directives (sbatch(1) ``#SBATCH --signal``,
     # ``--time``), srun's teardown of a step after a task failed (SchedMD/slurm src/srun: ``srun: Terminating
     # StepId=12.0``, ``srun: Force Terminated StepId=``, ``srun: Job step aborted: Waiting up to 32 seconds``) and
     # Megatron's graceful exit on a signal (megatron/training/training.py: ``exiting program after receiving SIGTERM.``)
@@ -184,7 +184,7 @@ def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, ...] | 
 
     ``quiet``: (start, lo, newlines): lines of the region (offsets in ``buf``, in order) whose text from ``lo`` to
     the line end holds no needle and begins after a ``|`` (accepted iteration lines with finite values and keys
-    that hold no needle: :meth:`analysis.bulkregion.BulkRegions._fast_region`), and every ``\\n`` of the region;
+    that hold no needle: :meth:`analysis.logs.bulkregion.BulkRegions._fast_region`), and every ``\\n`` of the region;
     no needle holds ``|``, so when no ``buf[start:lo]`` holds one either, those lines are no markers and are left
     out of the search.
 
@@ -303,7 +303,7 @@ class MarkerBag:
              quiet: tuple[np.ndarray, ...] | None = None) -> None:
         """Add the markers of the lines in ``buf[pos:end]`` (``buf[0]`` at stream offset ``base``), as :meth:`add`
         would one by one: per kind, the count, the first to fill the first 8 and the last 8 of the others (a
-        Marker is made only for those). ``quiet``: lines that hold no marker (:func:`analysis.markers.marker_rows`)."""
+        Marker is made only for those). ``quiet``: lines that hold no marker (:func:`analysis.logs.markers.marker_rows`)."""
         offsets, which, table = marker_rows(buf, pos, end, quiet)
         if not offsets.size:
             return

@@ -1,4 +1,4 @@
-"""The signature catalogue (``analysis.signatures``) compiled: one RE2 set pass per candidate line, first entry wins.
+"""The signature catalogue (``analysis.logs.signatures``) compiled: one RE2 set pass per candidate line, first entry wins.
 
 ``match(text)`` returns the first catalogue entry (in ``SIGNATURES`` order) whose pattern matches the line and the
 Python ``re`` match of it (for its named groups); ``details(entry, match)`` turns the named groups into run
@@ -15,7 +15,7 @@ from typing import Any
 
 import re2
 
-from analysis.signatures import FAMILIES, SIGNATURES
+from analysis.logs.signatures import FAMILIES, SIGNATURES
 
 # srun / bash / faulthandler words for a signal -> its name (strsignal(3) texts on Linux)
 SIGNAL_WORDS = {

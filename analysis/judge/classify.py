@@ -17,8 +17,8 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | dispatcher_timeout | failed | ``DeepEP error: timeout (dispatch CPU)``, ``HYBRID-EP ALLGATHER TIMEOUT``: retriable communication (C07) |
 | assertion | failed | Python AssertionError or a C ``Assertion failed`` outside the EP kernels, with its text |
 | nccl_timeout | failed | ProcessGroupNCCL watchdog: op, SeqNum, Timeout(ms); path ``ep_all_to_all`` (ALLTOALL, ALLTOALL_BASE) or ``data_parallel`` (ALLREDUCE, REDUCE_SCATTER, ALLGATHER, BROADCAST ...) (C09) |
-| nan_inf | failed | NaN/Inf lm loss or grad norm, NaN iterations counted by Megatron, or a loss key that vanishes (analysis.health) |
-| diverged | failed | loss / grad norm at orders of magnitude above their own running level, and staying there (analysis.health) |
+| nan_inf | failed | NaN/Inf lm loss or grad norm, NaN iterations counted by Megatron, or a loss key that vanishes (analysis.judge.health) |
+| diverged | failed | loss / grad norm at orders of magnitude above their own running level, and staying there (analysis.judge.health) |
 | traceback | failed | any other Python exception, with its type (the first exception that is not a launcher echo) |
 | node_failure | failed | Slurm NODE_FAIL / "Node failure on" |
 | suspected_hang | failed / incomplete | no new iteration for max(600 s, 5 x median step) before a time-limit kill, or while running (C09) |
@@ -31,9 +31,9 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | incomplete | incomplete | the log stops before the final iteration with no error, whatever the scheduler says (C08) |
 | unrecognized_log | incomplete | the files hold nothing a Megatron/Bridge log prints (another tool's log) |
 | logs_unavailable | failed / incomplete | no log file, or none readable |
-| insufficient_iterations | insufficient_iterations | fewer than 5 steady iterations (analysis.stats) |
+| insufficient_iterations | insufficient_iterations | fewer than 5 steady iterations (analysis.measure.stats) |
 
-Severity and phase (analysis.phase): error-level findings rank before warning-level ones; warning-level findings
+Severity and phase (analysis.judge.phase): error-level findings rank before warning-level ones; warning-level findings
 after the final iteration of a complete run are teardown noise (flag ``teardown_noise``, the run stays ok).
 
 Secondary flags: the other reasons seen, plus ``retriable`` (dispatcher/NCCL timeouts), ``after_training_done``,
@@ -47,9 +47,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from analysis import catalogue, causes, launch_context, phase, structure, summaries, timeline
-from analysis.expectation import Expectation
-from analysis.findings import (
+from analysis.judge import launch_context, phase, structure, summaries, timeline
+from analysis.judge.expectation import Expectation
+from analysis.judge.findings import (
     EVIDENCE_LINES,
     FLEX_HINT,
     KILL_EXIT_CODES,
@@ -57,10 +57,9 @@ from analysis.findings import (
     _findings,
     _hosts,
 )
-from analysis.labels import label_issues
-from analysis.markers import EXCEPTION_RE
+from analysis.judge.labels import label_issues
+from analysis.logs import EXCEPTION_RE, ParsedLog, catalogue
 from analysis.options import is_suspected_hang
-from analysis.parse import ParsedLog
 from contracts.slurm import STATES as SLURM_STATES
 from contracts.slurm import manifest_status, state_word
 
@@ -88,7 +87,7 @@ PRIORITY = (
     "nccl_timeout",
     "nccl_error",
     "nan_inf",
-    "diverged",  # loss / grad norm left their own running level by orders of magnitude (analysis.health)
+    "diverged",  # loss / grad norm left their own running level by orders of magnitude (analysis.judge.health)
     "traceback",
     "killed_by_signal",  # SIGABRT and the rest: after the exception that usually raised them
     "suspected_hang",
@@ -96,7 +95,7 @@ PRIORITY = (
     "cancelled",
     "task_exit_code",
 )
-# the retriable flag follows the reason's catalogue family (analysis.signatures.FAMILIES)
+# the retriable flag follows the reason's catalogue family (analysis.logs.signatures.FAMILIES)
 RETRIABLE = frozenset(r for r in PRIORITY if catalogue.retriable(r))
 # exceptions that only echo a failure elsewhere (torchrun's agent, c10d after an abort)
 @dataclass(frozen=True, slots=True)
@@ -130,8 +129,8 @@ class Verdict:
     details: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
-    timeline: dict[str, Any] | None = None  # analysis.timeline.Timeline.to_json: cause, then consequences
-    launch: dict[str, Any] | None = None  # analysis.launch_context.LaunchContext.to_json
+    timeline: dict[str, Any] | None = None  # analysis.judge.timeline.Timeline.to_json: cause, then consequences
+    launch: dict[str, Any] | None = None  # analysis.judge.launch_context.LaunchContext.to_json
 
 
 def _rank(reason: str) -> int:
@@ -144,10 +143,10 @@ def _rank(reason: str) -> int:
 
 def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerInfo, sched_line: str,
                after: int | None, details: dict[str, Any]) -> dict[str, Any] | None:
-    """Fold the structured summaries into ``found`` (analysis.summaries): the scheduler's raw state and torchrun's
+    """Fold the structured summaries into ``found`` (analysis.judge.summaries): the scheduler's raw state and torchrun's
     failure table (its root cause's rank, host, exit code and signal go into ``details["torchrun"]``); returns the
     root-cause record (None without a table). What each signal means is read afterwards, in its launch context
-    (analysis.causes)."""
+    (analysis.judge.timeline.read)."""
     state_reason = summaries.scheduler_reason(scheduler.state)
     if state_reason is not None:
         f = found.setdefault(state_reason, _Finding([sched_line], after or 0))
@@ -190,7 +189,7 @@ def classify(
     """Classify one attempt (see the module docstring for the taxonomy).
 
     ``log``: the parsed logs (None when there are none); ``effective``: effective_config.json as a dict;
-    ``steady_iterations`` / ``median_step_ms``: from analysis.stats; ``last_log_age_s``: seconds since the log last
+    ``steady_iterations`` / ``median_step_ms``: from analysis.measure.stats; ``last_log_age_s``: seconds since the log last
     grew (only used while the scheduler says the job runs). Never raises for bad log content.
     """
     expect = expect or Expectation()
@@ -265,33 +264,15 @@ def classify(
     root = _summarise(log, found, scheduler, sched_line, after, details)
     levels = {r: phase.finding_level(f.evidence) for r, f in found.items()}
     ctx = launch_context.read(log.markers, scheduler.state, scheduler.signal)
-    clock = causes.clock_of(log)
-    causes.read_graceful_exit(found, ctx, log)
-    evs = causes.events(log, found, clock)
-    flags += causes.read_cancels(found, ctx, evs, sched, _in_priority)
-    evs = causes.events(log, found, clock)
-    flags += causes.read_signals(found, ctx, evs, sched, complete, _in_priority)
-    if sched == "timeout" and "slurm_time_limit" not in found:
-        found["slurm_time_limit"] = _Finding([sched_line], after or 0)
-    evs = causes.events(log, found, clock)
-    hang = None if complete else causes.progress_hang(found, evs, clock, log, median_step_ms=median_step_ms,
-                                                      hang_min_s=hang_min_s, ended_at=scheduler.ended_at)
-    if hang is not None:
-        found["suspected_hang"] = hang
-        evs["suspected_hang"] = causes.hang_event(hang, evs)
-    if not complete and "suspected_hang" in scheduler.flags and "suspected_hang" not in found:
-        found["suspected_hang"] = _Finding(["the launcher flagged a suspected hang: no new iteration for "
-                                            "max(hang_min_s, 5 x median step)"], after or 0)
-        evs["suspected_hang"] = []  # the launcher's word has no time: priority places it
     def level_then_priority(r: str) -> tuple[bool, int]:
-        """Error-level findings before warning-level ones (analysis.phase), then by PRIORITY."""
+        """Error-level findings before warning-level ones (analysis.judge.phase), then by PRIORITY."""
         return levels.get(r) == phase.WARNING, _rank(r)
 
-    failures, chain = timeline.order(
-        [r for r in found if r.split(":", 1)[0] in PRIORITY], evs, {r: f.details for r, f in found.items()},
-        level_then_priority,
-        last_iteration_time=timeline.stamp(log.last_timestamp or "", clock.year), last_iteration_offset=after,
-        root=root, step_s=(median_step_ms or 0) / 1000.0)
+    failures, chain, read_flags = timeline.read(
+        log, found, ctx, sched=sched, sched_line=sched_line, complete=complete, median_step_ms=median_step_ms,
+        hang_min_s=hang_min_s, ended_at=scheduler.ended_at, launcher_flags=scheduler.flags, priority=_in_priority,
+        rank_key=level_then_priority, root=root)
+    flags += read_flags
     if failures and failures[0] == "traceback" and chain.cause is not None:
         _exception_of(found["traceback"], chain.cause.line)
     chain_json, launch_json = chain.to_json(), ctx.to_json()
@@ -393,7 +374,7 @@ def _exception_of(f: _Finding, line: str) -> None:
 
 
 def _attribute_device_assert(found: dict[str, _Finding], dispatcher: tuple[str | None, str | None]) -> None:
-    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.structure) in a run whose effective
+    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.judge.structure) in a run whose effective
     dispatcher is flex, in a kernel that is not another library's, is the flex kernel's: ``assertion`` becomes
     ``flex_kernel_assertion`` (with ``attributed_by: effective_dispatcher``)."""
     f = found.get("assertion")

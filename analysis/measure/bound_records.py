@@ -1,5 +1,5 @@
-"""Typed records of the figures against the bound (summary.json ``bound``, CONTRACTS §7); analysis/bound.py
-computes them. Kept apart so that analysis/results.py can read them back without importing the computation."""
+"""Typed records of the figures against the bound (summary.json ``bound``, CONTRACTS §7); analysis/measure/bound.py
+computes them. Kept apart so that analysis/measure/results.py can read them back without importing the computation."""
 
 from __future__ import annotations
 

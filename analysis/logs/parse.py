@@ -16,7 +16,7 @@ tests/analysis/fixtures):
   the iteration line that follows it, so a step is never counted twice; its numbers are used only when the log has
   no iteration lines (step time) or the iteration line has no throughput field (TFLOP/s/GPU);
 - config dumps (Bridge ``key: value  (Mcore default: ...)``, Megatron-LM ``key ........ value``) for CONFIG_KEYS;
-- failure markers (``analysis.markers``), kept as bounded evidence.
+- failure markers (``analysis.logs.markers``), kept as bounded evidence.
 
 Damage rules: an iteration line is dropped and counted in ``damaged_lines`` unless every character is one that a
 Megatron iteration line can hold (ASCII letters, digits, `` _/().,+-:|``), each ``|``-separated field is one
@@ -44,9 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
-from analysis.markers import Marker
-from analysis.scanner import Scanner
+from analysis.logs.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
+from analysis.logs.markers import Marker
+from analysis.logs.scanner import Scanner
 
 __all__ = [
     "CONFIG_KEYS",

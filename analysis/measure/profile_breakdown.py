@@ -235,12 +235,12 @@ def load_or_summarize(run_dir: Path, write: bool = True) -> dict[str, Any] | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m analysis.profile_breakdown TRACE_OR_RUN_DIR...``: print each breakdown as JSON."""
+    """``python -m analysis.measure.profile_breakdown TRACE_OR_RUN_DIR...``: print each breakdown as JSON."""
     import sys
 
     paths = sys.argv[1:] if argv is None else argv
     if not paths:
-        print("usage: python -m analysis.profile_breakdown TRACE.json[.gz] | ATTEMPT_DIR ...", file=sys.stderr)
+        print("usage: python -m analysis.measure.profile_breakdown TRACE.json[.gz] | ATTEMPT_DIR ...", file=sys.stderr)
         return 2
     code = 0
     for p in map(Path, paths):

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analysis.stats import Estimate, StepTime
+from analysis.measure.stats import Estimate, StepTime
 from contracts.exits import ExitCode
 from contracts.records import SCHEMA_VERSION
 from contracts.statuses import BAD_OUTCOMES, GOOD_OUTCOMES
 
 if TYPE_CHECKING:  # a type only: importing the parser (pyarrow, RE2) is not needed to hold results
-    from analysis.bound_records import BoundReport
-    from analysis.parse import IterationSeries
+    from analysis.logs import IterationSeries
+    from analysis.measure.bound_records import BoundReport
 
 
 def fnum(x: Any) -> float | None:
@@ -89,11 +89,11 @@ class RunResult:
     mode: str | None = None
     config: RunConfig = field(default_factory=RunConfig)
     a2a_ms: float | None = None
-    step_breakdown: dict[str, Any] | None = None  # analysis/profile_breakdown.py, when the run was profiled
-    timeline: dict[str, Any] | None = None  # analysis/timeline.py: the causal chain (cause, then consequences)
-    launch: dict[str, Any] | None = None  # analysis/launch_context.py: launcher, Slurm directives, cancel lines
+    step_breakdown: dict[str, Any] | None = None  # analysis/measure/profile_breakdown.py, when the run was profiled
+    timeline: dict[str, Any] | None = None  # analysis/judge/timeline.py: the causal chain (cause, then consequences)
+    launch: dict[str, Any] | None = None  # analysis/judge/launch_context.py: launcher, Slurm directives, cancel lines
     gpu_hours: dict[str, Any] | None = None  # {"estimate", "accounted", "note"}: GPU-hours, plan and sacct
-    fixed_cost: dict[str, Any] | None = None  # analysis/fixed_cost.py: the held GPU time split, s
+    fixed_cost: dict[str, Any] | None = None  # analysis/measure/fixed_cost.py: the held GPU time split, s
     series: IterationSeries | None = field(default=None, repr=False)
     steady_mask: np.ndarray | None = field(default=None, repr=False)
 
@@ -289,8 +289,8 @@ class Comparison:
     overlap_ceiling: OverlapCeiling | None = None
     runs: int = 0
     baseline_runs: int = 0
-    blocks: tuple[dict[str, Any], ...] = ()  # analysis/paired.py BlockPair.to_json, when paired over blocks
-    sequential: dict[str, Any] | None = None  # analysis/sequential.py SequentialResult.to_json (repeats=auto)
+    blocks: tuple[dict[str, Any], ...] = ()  # analysis/measure/paired.py BlockPair.to_json, when paired over blocks
+    sequential: dict[str, Any] | None = None  # analysis/measure/sequential.py SequentialResult.to_json (repeats=auto)
     control: bool = False  # the arm is the control copy of the baseline (control=true)
     doubtful: bool = False  # the group's control arm did not come out equivalent: this verdict is not to be trusted
     doubtful_reason: str | None = None
@@ -400,10 +400,10 @@ class Summary:
     comparisons: tuple[Comparison, ...] = ()
     backends: tuple[BackendRate, ...] = ()
     notes: tuple[str, ...] = ()
-    drift: tuple[dict[str, Any], ...] = ()  # analysis/paired.py drift(): the baseline's median per block, per group
+    drift: tuple[dict[str, Any], ...] = ()  # analysis/measure/paired.py drift(): the baseline's median per block, per group
     design: dict[str, Any] | None = None  # the manifest's block design (blocks, seed, repeats, control, ...)
-    gpu_time: dict[str, Any] | None = None  # analysis/fixed_cost.py GpuTime: every attempt's held time and steps
-    bound: BoundReport | None = None  # analysis/bound.py: MFU, all-to-all bandwidth, overlap ceiling, published row
+    gpu_time: dict[str, Any] | None = None  # analysis/measure/fixed_cost.py GpuTime: every attempt's held time and steps
+    bound: BoundReport | None = None  # analysis/measure/bound.py: MFU, all-to-all bandwidth, overlap ceiling, published row
     after: tuple[LaterStep, ...] = ()
 
     @property
@@ -479,6 +479,6 @@ class Summary:
 
 
 def _bound_from_json(d: dict[str, Any] | None) -> BoundReport | None:
-    from analysis.bound_records import BoundReport
+    from analysis.measure.bound_records import BoundReport
 
     return BoundReport.from_json(d)

@@ -4,7 +4,7 @@
   (``conf/reference/gpu_peaks.yaml``, or ``cluster.peak_tflops``), and over the matmul ceiling measured on the
   machine (``cluster.matmul_ceiling``: scripts/gpu/matmul_ceiling.py) when the sweep carries one.
 - **All-to-all bandwidth**: the bytes one GPU's EP all-to-all moves per step over the all-to-all kernel time of
-  the run's profile (``comm_ms.alltoall``, analysis/profile_breakdown.py), against the link bound of the cluster
+  the run's profile (``comm_ms.alltoall``, analysis/measure/profile_breakdown.py), against the link bound of the cluster
   profile (NVLink within an NVLink domain, the NIC per GPU across domains). The bytes are an estimate for balanced
   routing (what NVIDIA's benchmarks force, FACTS §8): per GPU and step
   ``GBS x seq x num_layers x topk x hidden x 2 B x 4 x (EP - 1) / EP / world`` (dispatch and combine, forward and
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.bound_records import BoundReport, OverlapBound, ReferenceCheck, RunBound, SweepBound
-from analysis.results import Comparison, RunResult
+from analysis.measure.bound_records import BoundReport, OverlapBound, ReferenceCheck, RunBound, SweepBound
+from analysis.measure.results import Comparison, RunResult
 
 __all__ = ["BoundError", "BoundReport", "OverlapBound", "ReferenceCheck", "RunBound", "SweepBound",
            "a2a_bytes_per_step", "bound_report", "ceiling_from_sweep", "exposed_ceiling", "link_bound",

@@ -1,5 +1,5 @@
 """The grammar of the lines the parser reads (FACTS §6): Megatron iteration lines and their key layouts, memory
-lines, Bridge Step Time lines, timestamps, config echo lines; the numbers they hold. Used by :mod:`analysis.scanner`."""
+lines, Bridge Step Time lines, timestamps, config echo lines; the numbers they hold. Used by :mod:`analysis.logs.scanner`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.bulk import LayoutKernel
+from analysis.logs.bulk import LayoutKernel
 
 MAX_LINE = 1 << 20  # a line with no \n or \r within 1 MiB is dropped
 MARKERS_KEPT = 8  # per marker kind: the first and the last MARKERS_KEPT lines are kept
@@ -43,7 +43,7 @@ _MEM_BULK = {
     b"MB": re.compile(rb"\|" + _WS + b"max allocated:" + _WS + b"(" + _NUM + b")" + _WS + rb"\|[^\n]*"),
 }
 _INFS = (float("inf"), float("-inf"))
-# where a glued print starts after an iteration line's "|" (analysis.scanner.Scanner._glued): a bracket of a rank,
+# where a glued print starts after an iteration line's "|" (analysis.logs.scanner.Scanner._glued): a bracket of a rank,
 # timestamp or c10/glog header ("[rank0]:", "[default3]:", "[2026-...]", "[W1121 17:30:14.409 TCPStore.cpp:141]"),
 # srun's "N: " label, a bare glog header ("E1121 17:30:14.409 ..."), a Python logging level or exception line, one
 # of Megatron's "> " prints, a Slurm line, or another iteration line. Megatron's own fields never start so (each is
@@ -255,7 +255,7 @@ class _Layout:
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
-    quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.bulkregion._quiet)
+    quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.logs.bulkregion._quiet)
     glued: bool = False  # the heads of glued lines (fields up to the glued print): partial rows, never "truncated"
 
     def clear(self) -> None:

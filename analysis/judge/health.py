@@ -1,6 +1,6 @@
 """In-run health from the iteration series itself: which keys each logged line carries and how the values move.
 
-Two findings, both without a baseline (the baseline's loss-parity and grad-norm gate in :mod:`analysis.compare`
+Two findings, both without a baseline (the baseline's loss-parity and grad-norm gate in :mod:`analysis.measure.compare`
 is unchanged):
 
 - **A loss key that vanishes means a NaN/Inf/<=0 loss.** Megatron-LM's ``training_log``
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.parse import IterationSeries
+from analysis.logs import IterationSeries
 
 WINDOW = 20  # previous finite values whose median is the running level
 MIN_HISTORY = 4  # a level needs at least this many previous finite values

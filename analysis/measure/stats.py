@@ -32,7 +32,7 @@ import numpy as np
 from analysis.options import N_BOOT, SEED
 
 if TYPE_CHECKING:  # a type only: statistics of parsed series need not import the parser (pyarrow, RE2)
-    from analysis.parse import IterationSeries
+    from analysis.logs import IterationSeries
 
 MIN_STEADY = 5
 

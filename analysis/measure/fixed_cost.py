@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.markers import PHASE_RE
+from analysis.logs import PHASE_RE
 
 PARTS = ("launch", "startup", "checks", "init", "warmup", "steps", "in_training", "teardown")
 

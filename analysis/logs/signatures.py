@@ -1,4 +1,4 @@
-"""The failure-signature catalogue: data only (matched by ``analysis.catalogue``; reasons: ``analysis.classify``).
+"""The failure-signature catalogue: data only (matched by ``analysis.logs.catalogue``; reasons: ``analysis.judge.classify``).
 
 ``FAMILIES``: family -> whether its failures are worth retrying (``retriable``) and what the family means.
 ``SIGNATURES``: (family, reason, triggers, pattern, source), grouped by family, specific entries first and a
@@ -231,7 +231,7 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("scheduler", "task_exit_code", ("due to task failure",),
      r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+) DUE TO TASK FAILURE",
      _STEPD + " (newer releases: the step cancelled because one of its tasks failed; a consequence, the task's "
-     "own failure is the cause: analysis.launch_context)"),
+     "own failure is the cause: analysis.judge.launch_context)"),
     ("scheduler", "cancelled", ("cancelled at ",),
      r"\*\*\* (?:JOB|STEP) \S+ (?:ON (?P<host>\S+) )?CANCELLED AT (?P<at>\S+) DUE TO (?P<state>[A-Z][A-Z_ ]*[A-Z])",
      _STEPD + " (the grammar 'CANCELLED AT <t>( DUE TO <REASON>)?': a reason this catalogue names nowhere else)"),

@@ -19,7 +19,7 @@ Phase: in a run whose log reaches its final iteration, a finding after the last 
 warning-level finding is noise (PyTorch's TCPStore ``recvValue failed ... Connection reset by peer`` and
 ProcessGroupNCCL's ``Failed to check the "should dump" flag on TCPStore`` are printed at W when the store's server
 rank exits first) and does not make a good run a warning; an error-level finding there still does, and the exit
-(a non-zero code, a signal, a kill) always speaks for itself (:mod:`analysis.classify`).
+(a non-zero code, a signal, a kill) always speaks for itself (:mod:`analysis.judge.classify`).
 """
 
 from __future__ import annotations
@@ -81,6 +81,6 @@ STORE_TEARDOWN = re.compile(r"Connection reset by peer|Broken pipe|Connection cl
                             r"|sendBytes|recvBytes|should dump|heartbeat", re.I)
 
 
-# reasons that are how the run ended, never noise: analysis.classify keeps them after training too
+# reasons that are how the run ended, never noise: analysis.judge.classify keeps them after training too
 EXIT_REASONS = frozenset({"killed_by_signal", "task_exit_code", "slurm_time_limit", "cancelled", "suspected_hang",
                           "preempted", "node_failure", "host_oom", "hang_at_exit"})
