@@ -181,7 +181,10 @@ class ClusterConfig:
                 raise ConfigError(f"{where}.tunnel={tunnel!r} must be a mapping with the keys "
                                   f"{', '.join(f.name for f in fields(TunnelConfig))}")
             raw["tunnel"] = build(TunnelConfig, dict(tunnel or {}), f"{where}.tunnel")
-        raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
+        env = raw.get("env_vars") or {}
+        if not isinstance(env, Mapping):
+            raise ConfigError(f"{where}.env_vars={env!r} must be a mapping of variable names to values")
+        raw["env_vars"] = {str(k): str(v) for k, v in env.items()}
         return build(cls, raw, where)
 
     @classmethod
