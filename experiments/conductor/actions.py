@@ -59,7 +59,7 @@ def run_action(action: str, composed: Any) -> Ended:
     was planned with; everything else comes from the manifest. Every value is checked before anything is touched
     (exit 2). Returns the exit code and the last line (:mod:`experiments.conductor.ending`).
     """
-    from experiments.checks import check_settings, check_usage
+    from experiments.checks import check_settings, check_sweep_writable, check_usage
     from experiments.settings import SweepSettings
 
     cfg = composed.base
@@ -68,6 +68,8 @@ def run_action(action: str, composed: Any) -> Ended:
     check_usage(settings)
     check_settings(settings)
     sd = SweepDir(find_sweep(settings, preset, submitted=action == "collect"))
+    if action != "status":
+        check_sweep_writable(sd.root, action)
     if action == "status":
         rc, views = _status(sd)
         return after_status(sd, rc, ((v.variant, v.repeat, v.attempt, v.state) for v in views if v.attempt))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import REPO, run_sweep, tail
+from tests.launchers.conftest import IN_CI
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -97,3 +98,35 @@ def test_a_copied_profile_that_keeps_the_example_name_is_refused(tmp_path):
     assert res.returncode == 2, tail(res)
     assert "conf/cluster/my_site.yaml says name: example_site" in res.stderr and "name: my_site" in res.stderr
     assert not (tmp_path / "s").exists()
+
+
+@pytest.fixture
+def read_only_sweep(tmp_path: Path):
+    """A planned sweep seen through a read-only bind mount (root only: mount(2) needs CAP_SYS_ADMIN; root ignores
+    file modes, so a read-only file system is what makes the folder unwritable for it)."""
+    src, mnt = tmp_path / "rw", tmp_path / "ro"
+    sweep_id = _plan(src)
+    mnt.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "--bind", str(src), str(mnt)]).returncode == 0
+    if mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)]).returncode != 0:
+        subprocess.run(["umount", str(mnt)], check=False)
+        mounted = False
+    if not mounted:
+        why = "a read-only bind mount needs root"
+        if IN_CI:  # CI runs as root: a failed mount there is a real failure
+            pytest.fail(why)
+        pytest.skip(why)
+    yield mnt, sweep_id
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action", ["run", "collect", "cancel"])
+def test_a_read_only_sweep_folder_is_a_clear_error_for_every_writing_action(read_only_sweep, action):
+    folder, sweep_id = read_only_sweep
+    before = _digest(folder)
+    res = run_sweep([f"action={action}", f"sweep_id={sweep_id}", f"output_dir={folder}"])
+    assert res.returncode == 2, tail(res)
+    assert f"the sweep folder {folder} is not writable" in res.stderr and "Traceback" not in res.stderr, tail(res)
+    assert _digest(folder) == before
+    assert run_sweep(["action=status", f"sweep_id={sweep_id}", f"output_dir={folder}"]).returncode == 0
