@@ -1,15 +1,18 @@
 """Validate-mode checks through the real CLI: ``preflight=container`` (one validate job for every kept variant,
-locally and on the local Slurm) and a check that needs a library this machine lacks (reported as not checked,
-never as a rejection). Each sweep runs the real CLI in a process of its own (tests/e2e/cli.py)."""
+locally and on the local Slurm), a check that needs a library this machine lacks (reported as not checked,
+never as a rejection), and the files of a validated sweep under a restrictive umask. Each sweep runs the real CLI in a process of its own (tests/e2e/cli.py)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import run_sweep, tail
+from tests.e2e.cli import REPO, run_sweep, tail
 
 KEPT = {"a2a.ovl0.dw0", "a2a.ovl1.dw0", "a2a.ovl1.dw1"}
 
@@ -64,3 +67,16 @@ def test_a_check_needing_transformer_engine_is_not_checked_here_not_rejected(tmp
     assert checks["verdict"] == "pass" and not checks["messages"], checks
     assert any(s.startswith("not checked: transformer_engine is not installed here (TE version >= 2.10.0")
                for s in checks["not_run"]), checks["not_run"]
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_a_restrictive_umask_is_honoured_by_every_file_of_the_sweep(tmp_path):
+    out = tmp_path / "s"
+    res = subprocess.run([sys.executable, "-m", "experiments.sweep", f"output_dir={out}", "poll_s=0.5"], cwd=REPO,
+                         capture_output=True, text=True, timeout=900, preexec_fn=lambda: os.umask(0o077))
+    assert res.returncode == 0, res.stderr[-3000:]
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert any(p.name == "exit.json" for p in files) and any(p.name == "effective_config.json" for p in files)
+    loose = {str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in files if p.stat().st_mode & 0o077}
+    assert loose == {}
