@@ -112,10 +112,14 @@ def new_sweep_id(now: dt.datetime | None = None) -> str:
 
 
 def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """(HEAD sha, dirty) of the repo, or (None, None) when it is not a git checkout (e.g. a device copy)."""
+    """(HEAD sha, dirty) of the project's own checkout (:func:`contracts.manifest_entries.code_revision`), or
+    (None, None) when it is not one (a device copy, a copy inside another repository)."""
+    from contracts.manifest_entries import code_revision
+
+    sha = code_revision()
+    if sha is None:
+        return None, None
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
         st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                             capture_output=True, text=True, timeout=10, check=True).stdout
         return sha, bool(st.strip())

@@ -85,12 +85,34 @@ def test_values_the_job_could_not_use_are_refused_at_plan(tmp_path, override, na
     assert not out.exists()
 
 
+def _copy_code(dest: Path) -> Path:
+    """The project's code and conf/ copied to ``dest`` (no .git), for a command that must see its own files."""
+    for part in ("experiments", "contracts", "launchers", "analysis", "conf"):
+        shutil.copytree(REPO / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+@pytest.mark.slow
+def test_a_copy_of_the_code_inside_another_repository_records_no_git_sha(tmp_path):
+    outer = tmp_path / "outer"  # some other repository (a home folder under git) that holds a copy of the code
+    outer.mkdir()
+    git = ["git", "-C", str(outer), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "other"], check=True)
+    other = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    code = _copy_code(outer / "tools" / "moe")
+    out = tmp_path / "s"
+    res = subprocess.run([sys.executable, "-m", "experiments.sweep", "action=plan", f"output_dir={out}"], cwd=code,
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(code)})
+    assert res.returncode == 0, tail(res)
+    manifest = (out / "manifest.json").read_text()
+    assert json.loads(manifest)["git_sha"] is None and other not in manifest
+
+
 @pytest.mark.slow
 def test_a_copied_profile_that_keeps_the_example_name_is_refused(tmp_path):
-    # a checkout of its own (the code and conf/), so that the new profile is seen by this command only
-    clone = tmp_path / "clone"
-    for part in ("experiments", "contracts", "launchers", "analysis", "conf"):
-        shutil.copytree(REPO / part, clone / part, ignore=shutil.ignore_patterns("__pycache__"))
+    # a copy of its own (the code and conf/), so that the new profile is seen by this command only
+    clone = _copy_code(tmp_path / "clone")
     shutil.copy(REPO / "conf" / "cluster" / "example_site.yaml", clone / "conf" / "cluster" / "my_site.yaml")
     res = subprocess.run([sys.executable, "-m", "experiments.sweep", "action=plan", "cluster=my_site",
                           f"output_dir={tmp_path / 's'}"], cwd=clone, capture_output=True, text=True, timeout=600,
