@@ -152,3 +152,22 @@ def test_a_read_only_sweep_folder_is_a_clear_error_for_every_writing_action(read
     assert f"the sweep folder {folder} is not writable" in res.stderr and "Traceback" not in res.stderr, tail(res)
     assert _digest(folder) == before
     assert run_sweep(["action=status", f"sweep_id={sweep_id}", f"output_dir={folder}"]).returncode == 0
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_latest_is_the_newest_submitted_sweep_of_the_commands_series(tmp_path):
+    root = tmp_path / "results"
+    custom = root / "isolation" / "zz-my-older-sweep"  # a custom folder whose name sorts last, created first
+    assert run_sweep([f"output_dir={custom}", "poll_s=0.5"]).returncode == 0
+    res = run_sweep([f"results_root={root}", "poll_s=0.5"])
+    assert res.returncode == 0, tail(res)
+    (newest,) = [p.parent for p in root.glob("isolation/2*/manifest.json")]
+    assert run_sweep(["action=plan", f"results_root={root}"]).returncode == 0  # a later plan: nothing submitted
+    res = run_sweep(["action=status", "sweep_id=latest", "sweep=isolation", f"results_root={root}"])
+    assert res.returncode == 0, tail(res)
+    assert f"sweep_id=latest is sweep {newest.name} ({newest}" in res.stderr, tail(res)
+    assert "the newest sweep with a job submitted of preset isolation" in res.stderr, tail(res)
+    res = run_sweep(["action=status", "sweep_id=latest", "sweep=isolation", "model=qwen3_30b_a3b",
+                     f"results_root={root}"])
+    assert res.returncode == 2 and "model qwen3_30b_a3b" in res.stderr, tail(res)
