@@ -80,3 +80,24 @@ def test_a_restrictive_umask_is_honoured_by_every_file_of_the_sweep(tmp_path):
     assert any(p.name == "exit.json" for p in files) and any(p.name == "effective_config.json" for p in files)
     loose = {str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in files if p.stat().st_mode & 0o077}
     assert loose == {}
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_the_report_names_each_attempts_own_commit(tmp_path):
+    out = tmp_path / "s"
+    res = run_sweep([f"output_dir={out}", "poll_s=0.5"])
+    assert res.returncode == 0, tail(res)
+    doc = json.loads((out / "manifest.json").read_text())
+    plan_sha = doc["git_sha"]
+    other = "f" * 40  # what an attempt resumed from a checkout at another commit records
+    attempt = doc["variants"][0]["attempts"][0]
+    attempt["git_sha"] = other
+    (out / "manifest.json").write_text(json.dumps(doc))
+    res = subprocess.run([sys.executable, "-m", "analysis.report", str(out), "--quiet"], cwd=REPO,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    name = f"{doc['variants'][0]['name']} r{attempt['repeat']} a{attempt['attempt']}"
+    md = (out / "report" / "report.md").read_text()
+    assert f"git {plan_sha} (the plan's)" in md
+    assert f"Attempts that ran another commit: git {other}: {name}" in md, md[:2000]
