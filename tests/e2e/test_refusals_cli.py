@@ -171,3 +171,21 @@ def test_latest_is_the_newest_submitted_sweep_of_the_commands_series(tmp_path):
     res = run_sweep(["action=status", "sweep_id=latest", "sweep=isolation", "model=qwen3_30b_a3b",
                      f"results_root={root}"])
     assert res.returncode == 2 and "model qwen3_30b_a3b" in res.stderr, tail(res)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_slurm_sweep_without_accounting_says_so_and_submits_nothing(tmp_path):
+    # the real local Slurm for sbatch and squeue, and a sacct that answers as one without slurmdbd does
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sacct").write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
+    (bin_dir / "sacct").chmod(0o755)
+    out = tmp_path / "s"
+    res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", f"output_dir={out}"], timeout=120,
+                    PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert res.returncode == 5, tail(res)
+    assert "sacct does not answer (sacct: error: Slurm accounting storage is disabled)" in res.stderr, tail(res)
+    attempts = [a for v in json.loads((out / "manifest.json").read_text())["variants"] for a in v["attempts"]]
+    assert attempts and not any(a.get("job_id") for a in attempts)
