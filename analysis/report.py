@@ -7,7 +7,8 @@ Exit codes (CONTRACTS §5): 0 every kept run good; 3 a run failed / incomplete /
 run but a slower verdict or a loss divergence; 2 usage error (missing path, unknown baseline, bad option, ``--out``
 naming a file, a sweep folder that cannot be written without ``--out``; nothing is written); 1 bug.
 
-A thin CLI over the Python API, :mod:`analysis.api`. Only ``--out`` (or, without it, ``<sweep>/report/``) is
+A thin CLI beside the Python API (:mod:`analysis.api`), over the same functions (:mod:`analysis.analyze`,
+:mod:`analysis.reportset`). Only ``--out`` (or, without it, ``<sweep>/report/``) is
 written: with ``--out`` a sweep folder is read only, so a colleague's read-only sweep can be analysed.
 """
 
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError(f"no such file or folder: {p}")
         options = Options(warmup=args.warmup, tolerance=args.tolerance, n_boot=args.bootstrap,
                           hang_min_s=args.hang_min_s)
-        from analysis.api import analyze_files, analyze_sweep, is_sweep_folder
+        from analysis.analyze import analyze_files, analyze_sweep, is_sweep_folder
 
         sweeps = [p for p in paths if is_sweep_folder(p)]
         if sweeps and len(sweeps) != len(paths):
@@ -102,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"analysis.report: error: writing into the sweep failed: {exc}; free space and run it again",
               file=sys.stderr)
         return ExitCode.INFRA
-    from analysis.api import print_summary, write_report
+    from analysis.reportset import print_summary, write_report
 
     codes = []
     for summary, out in jobs:

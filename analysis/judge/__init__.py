@@ -9,7 +9,7 @@ The rest of the analysis uses only the names below.
 from analysis import face
 
 __getattr__, __all__ = face(__name__, {
-    "classify": ("SchedulerInfo", "classify"),
+    "classify": ("SchedulerInfo", "classify", "vocabulary"),
     "expectation": ("Expectation",),
     "labels": ("label_from_name",),
 })

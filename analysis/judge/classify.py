@@ -10,6 +10,7 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | not_run | skipped | gated, skipped or never submitted (carried over from the manifest) |
 | config_plumbing | failed | ``AttributeError: 'NoneType' object has no attribute '<knob>'`` before training (C03) |
 | payload_error | failed | the payload's own diagnosis ``[payload] error <code> <kind>: <cause>`` (no_gpu, bridge_missing, hf_unreachable, unknown_field, ...); check_failed counts as preflight_reject, mismatch/env_mismatch as label_mismatch or dispatcher_fallback, training_failed defers to the real cause |
+| launch_failure | failed | pyxis/enroot, SPANK, prolog/epilog or exec failed: the run never reached Python (family ``launch``) |
 | flex_kernel_assertion | failed | C-level assertion in DeepEP/HybridEP kernels, e.g. ``num_rc_per_pe >= num_channels`` (C06) |
 | nvshmem_init | failed | NVSHMEM bootstrap/initialisation error (DeepEP internode, HybridEP) |
 | dispatcher_unavailable | failed | "DeepEP/HybridEP is not installed" (FACTS §1) |
@@ -26,6 +27,7 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 | cancelled | incomplete | cancelled by a user or the scheduler before the final iteration |
 | task_exit_code | failed / ok_with_warning | ``srun: error: node: task k: Exited with exit code c`` or a non-zero scheduler exit code |
 | hang_at_exit | ok_with_warning | final iteration reached (and ``[after training is done]``), then a time-limit/cancel kill (C08) |
+| slowdown | ok_with_warning | complete, but the last quarter's step time is >= 2x the first's (analysis.judge.health) |
 | dispatcher_fallback | invalid_variant | flex backend requested, alltoall ran (``Falling back to alltoall.`` or effective config) (C05) |
 | label_mismatch | invalid_variant | requested != effective (effective_config.json, log config dump), outside ``allow_adjust`` (C03) |
 | incomplete | incomplete | the log stops before the final iteration with no error, whatever the scheduler says (C08) |
@@ -36,9 +38,9 @@ FAILED, and a run whose log stops early is never a success even when Slurm says 
 Severity and phase (analysis.judge.phase): error-level findings rank before warning-level ones; warning-level findings
 after the final iteration of a complete run are teardown noise (flag ``teardown_noise``, the run stays ok).
 
-Secondary flags: the other reasons seen, plus ``retriable`` (dispatcher/NCCL timeouts), ``after_training_done``,
-``teardown_noise``,
-``throughput_not_logged``, ``damaged_lines``, ``restarted``, ``adjusted:<field>``, ``scheduler_<state>``.
+Secondary flags: the other reasons seen, plus ``retriable`` (the primary reason's family is: network, dispatcher
+timeout, hardware, preemption; read from the cause inside a wrapper, analysis.logs.codes), ``slowdown``,
+``after_training_done``, ``teardown_noise``, ``throughput_not_logged``, ``damaged_lines``, ``restarted``, ``adjusted:<field>``, ``scheduler_<state>``.
 """
 
 from __future__ import annotations
@@ -53,11 +55,11 @@ from analysis.judge.findings import (
     EVIDENCE_LINES,
     FLEX_HINT,
     KILL_EXIT_CODES,
-    _Finding,
     _findings,
     _hosts,
 )
 from analysis.judge.labels import label_issues
+from analysis.judge.records import Finding
 from analysis.logs import EXCEPTION_RE, ParsedLog, catalogue
 from analysis.options import is_suspected_hang
 from contracts.slurm import STATES as SLURM_STATES
@@ -71,6 +73,7 @@ PRIORITY = (
     "preflight_reject",
     "dispatcher_fallback",
     "label_mismatch",
+    "launch_failure",  # the launch layer below Python: nothing of the run started (analysis.logs.signatures)
     "flex_kernel_assertion",
     "dispatcher_timeout",  # DeepEP's GPU-side timeouts trap: the "unspecified launch failure" after them is theirs
     "flex_kernel_error",
@@ -95,6 +98,23 @@ PRIORITY = (
     "cancelled",
     "task_exit_code",
 )
+# reasons a verdict gives outside the priority order: a run that never ran, ended well with a warning, or says
+# nothing of a failure
+OUTCOME_REASONS = ("not_run", "hang_at_exit", "slowdown", "incomplete", "unrecognized_log", "logs_unavailable",
+                   "insufficient_iterations")
+# catalogue findings that never become a run's reason: evidence only
+EVIDENCE_ONLY = frozenset({"memory_limit_warning", "slurm_rpc_error", "nvshmem_config"})
+
+
+def vocabulary() -> tuple[str, ...]:
+    """Every reason a verdict can give (``runs[].reason``, docs/CONTRACTS.md §4 and docs/REPORT.md are tested
+    against it): PRIORITY in its order, ``killed_by_signal:<SIG>`` for the signals (its name is the signal's), then
+    OUTCOME_REASONS."""
+    failures = tuple("killed_by_signal:<SIG>" if r == "killed_by_signal" else r for r in PRIORITY
+                     if r != "_hard_signal")
+    return failures + OUTCOME_REASONS
+
+
 # the retriable flag follows the reason's catalogue family (analysis.logs.signatures.FAMILIES)
 RETRIABLE = frozenset(r for r in PRIORITY if catalogue.retriable(r))
 # exceptions that only echo a failure elsewhere (torchrun's agent, c10d after an abort)
@@ -141,7 +161,7 @@ def _rank(reason: str) -> int:
     return PRIORITY.index(base)
 
 
-def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerInfo, sched_line: str,
+def _summarise(log: ParsedLog, found: dict[str, Finding], scheduler: SchedulerInfo, sched_line: str,
                after: int | None, details: dict[str, Any]) -> dict[str, Any] | None:
     """Fold the structured summaries into ``found`` (analysis.judge.summaries): the scheduler's raw state and torchrun's
     failure table (its root cause's rank, host, exit code and signal go into ``details["torchrun"]``); returns the
@@ -149,7 +169,7 @@ def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerI
     (analysis.judge.timeline.read)."""
     state_reason = summaries.scheduler_reason(scheduler.state)
     if state_reason is not None:
-        f = found.setdefault(state_reason, _Finding([sched_line], after or 0))
+        f = found.setdefault(state_reason, Finding([sched_line], after or 0))
         f.details["scheduler_state"] = scheduler.state
         if state_reason != "cancelled" and "cancelled" in found:
             f.evidence.extend(found.pop("cancelled").evidence)  # the scheduler's own cancel for that reason
@@ -163,7 +183,7 @@ def _summarise(log: ParsedLog, found: dict[str, _Finding], scheduler: SchedulerI
         details["torchrun_failures"] = len(records)
         sig = root.get("signal")
         if sig is not None:
-            f = found.setdefault(f"killed_by_signal:{sig}", _Finding([], offset))
+            f = found.setdefault(f"killed_by_signal:{sig}", Finding([], offset))
             f.evidence.insert(0, summaries.describe(root))
             f.details.update({k: root[k] for k in ("rank", "local_rank", "host", "exitcode") if k in root})
             f.details["signal"] = sig
@@ -287,8 +307,10 @@ def classify(
             d.update(f.details)
         hint = d.pop("hint", None)
         others = [r for r in failures if r != reason]
-        if any(catalogue.retriable(r) for r in [reason, *others]):
+        if catalogue.retriable(reason):  # the primary reason's, decoded from inside its wrapper (analysis.logs.codes)
             others.append("retriable")
+        if "slowdown" in found and reason != "slowdown":
+            others.append("slowdown")
         all_flags = tuple(dict.fromkeys(others + flags + [i[0] for i in issues if i[0] != reason]))
         return Verdict(status, reason, tuple(evidence[:EVIDENCE_LINES + 2]), all_flags, hint, d, tuple(notes),
                        _hosts(log), chain_json if chain.cause is not None and chain.cause.reason == reason else None,
@@ -305,7 +327,7 @@ def classify(
         status, reason = "ok", None
         if any(r in ("slurm_time_limit", "cancelled", "nccl_timeout", "suspected_hang") for r in post) or killed:
             status, reason = "ok_with_warning", "hang_at_exit"
-            found["hang_at_exit"] = _Finding(
+            found["hang_at_exit"] = Finding(
                 [m.text for m in log.markers_of("training_done")][:1]
                 + [found[r].evidence[-1] for r in post if r in ("slurm_time_limit", "cancelled", "nccl_timeout")],
                 after or 0)
@@ -313,7 +335,9 @@ def classify(
             status, reason = "ok_with_warning", post[0]
         elif sched == "failed" or (scheduler.exit_code not in (None, 0)):
             status, reason = "ok_with_warning", "task_exit_code"
-            found.setdefault("task_exit_code", _Finding([], after or 0, {"exit_code": scheduler.exit_code}))
+            found.setdefault("task_exit_code", Finding([], after or 0, {"exit_code": scheduler.exit_code}))
+        elif "slowdown" in found:  # the step time climbed and stayed (analysis.judge.health): a result, with a warning
+            status, reason = "ok_with_warning", "slowdown"
         if status == "ok_with_warning":
             flags.append("after_training_done")
         if "nan_inf" in found:
@@ -322,7 +346,7 @@ def classify(
             return verdict("failed", "diverged")
         if issues:
             reason0, text0 = issues[0]
-            found[reason0] = _Finding([t for r, t in issues if r == reason0], 0)
+            found[reason0] = Finding([t for r, t in issues if r == reason0], 0)
             return verdict("invalid_variant", reason0)
         if steady_iterations is not None and steady_iterations < min_steady:
             return verdict("insufficient_iterations", "insufficient_iterations",
@@ -330,6 +354,8 @@ def classify(
         return verdict(status, reason, [sched_line] if status != "ok" and sched else [])
     if failures:
         reason = failures[0]
+        if reason == "launch_failure":
+            found[reason].details["reached_python"] = bool(len(s)) or "exception" in log.marker_counts
         status = ("incomplete" if reason in ("cancelled", "preempted") else
                   "invalid_variant" if reason in ("label_mismatch", "dispatcher_fallback") else "failed")
         messages = [str(x) for x in ((effective or {}).get("checks") or {}).get("messages") or ()]
@@ -346,15 +372,15 @@ def classify(
     progress = f"last iteration {last_it} of {target}" if last_it is not None else "no iteration line"
     if running:
         if is_suspected_hang(last_log_age_s, median_step_ms, hang_min_s):
-            found["suspected_hang"] = _Finding([f"{progress}; the log has not grown for {last_log_age_s:.0f} s"], 0,
+            found["suspected_hang"] = Finding([f"{progress}; the log has not grown for {last_log_age_s:.0f} s"], 0,
                                                {"last_iteration_age_s": last_log_age_s})
             return verdict("incomplete", "suspected_hang", [sched_line])
         return verdict("incomplete", "incomplete", [f"{progress}; the job is still {sched}", sched_line])
     if sched in ("cancelled", "lost"):
-        found[sched] = _Finding([progress], 0)
+        found[sched] = Finding([progress], 0)
         return verdict("incomplete", "cancelled" if sched == "cancelled" else "incomplete", [sched_line])
     if sched == "failed" or scheduler.exit_code not in (None, 0):
-        found["task_exit_code"] = _Finding([progress], 0, {"exit_code": scheduler.exit_code})
+        found["task_exit_code"] = Finding([progress], 0, {"exit_code": scheduler.exit_code})
         return verdict("failed", "task_exit_code", [sched_line])
     if not log.recognized:
         notes.append("no Megatron or Megatron-Bridge line found: is this a training log?")
@@ -362,7 +388,7 @@ def classify(
     return verdict("incomplete", "incomplete", [f"{progress}; no error in the log", sched_line if sched else ""])
 
 
-def _exception_of(f: _Finding, line: str) -> None:
+def _exception_of(f: Finding, line: str) -> None:
     """Make ``line`` (the timeline's cause) the traceback finding's first evidence and its exception details."""
     exc = EXCEPTION_RE.search(line)
     if exc is None:
@@ -373,18 +399,22 @@ def _exception_of(f: _Finding, line: str) -> None:
     f.evidence.insert(1 if len(f.evidence) > 1 and "File \"" in f.evidence[0] else 0, line)
 
 
-def _attribute_device_assert(found: dict[str, _Finding], dispatcher: tuple[str | None, str | None]) -> None:
-    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.judge.structure) in a run whose effective
-    dispatcher is flex, in a kernel that is not another library's, is the flex kernel's: ``assertion`` becomes
-    ``flex_kernel_assertion`` (with ``attributed_by: effective_dispatcher``)."""
+def _attribute_device_assert(found: dict[str, Finding], dispatcher: tuple[str | None, str | None]) -> None:
+    """A bare device-side assertion (no DeepEP/HybridEP frame; analysis.judge.structure) whose condition names
+    DeepEP's variables, or in a run whose effective dispatcher is flex in a kernel that is not another library's
+    (its condition names no PyTorch variable), is the flex kernel's: ``assertion`` becomes
+    ``flex_kernel_assertion`` (``attributed_by``: ``identifiers`` or ``effective_dispatcher``)."""
     f = found.get("assertion")
     kind, backend = dispatcher
-    if f is None or not f.details.get("device_assert") or kind != "flex" or "flex_kernel_assertion" in found:
+    if f is None or not f.details.get("device_assert") or "flex_kernel_assertion" in found:
         return
-    if structure.foreign_kernel(f.details.get("location"), f.evidence[-1] if f.evidence else ""):
+    by_name = structure.kernel_of_condition(f.details.get("condition"))
+    if by_name == "foreign" or (by_name is None and kind != "flex"):
         return
-    f.details.update({"attributed_by": "effective_dispatcher", "backend": {"hybridep": "HybridEP"}.get(
-        backend or "", "DeepEP")})
+    if by_name is None and structure.foreign_kernel(f.details.get("location"), f.evidence[-1] if f.evidence else ""):
+        return
+    f.details.update({"attributed_by": "identifiers" if by_name == "flex" else "effective_dispatcher",
+                      "backend": {"hybridep": "HybridEP"}.get(backend or "", "DeepEP")})
     if "num_rc_per_pe" in str(f.details.get("condition") or f.details.get("assertion") or ""):
         f.details["hint"] = FLEX_HINT
     found["flex_kernel_assertion"] = found.pop("assertion")

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from analysis.judge import health, structure
-from analysis.logs import EXCEPTION_RE, Marker, ParsedLog, catalogue
+from analysis.judge.records import Finding
+from analysis.logs import EXCEPTION_RE, Marker, ParsedLog, catalogue, decode
 
 _ECHO_EXCEPTIONS = ("ChildFailedError", "DistBackendError", "DistNetworkError", "SignalException")
 # knobs whose missing parent config gives the C03 AttributeError (FACTS §1)
@@ -47,20 +47,18 @@ FLEX_HINT = ("DeepEP needs one NVSHMEM RC queue pair per channel (channels = SMs
 EVIDENCE_LINES = 6
 
 
-@dataclass
-class _Finding:
-    evidence: list[str]
-    offset: int
-    details: dict[str, Any] = field(default_factory=dict)
-    offsets: list[int] = field(default_factory=list)  # every marker it was built from (analysis.judge.timeline)
-
-
 def _before_frame(markers: Sequence[Marker], m: Marker) -> list[str]:
     frames = [f for f in markers if f.kind == "frame" and f.offset < m.offset and f.file == m.file]
     return [frames[-1].text] if frames else []
 
 
 _CONTEXT_REASONS = frozenset({"flex_kernel_assertion", "flex_kernel_error", "assertion", "cuda_oom", "cuda_error"})
+# wrappers whose text may carry the real cause (analysis.logs.codes): the cause becomes a finding of its own and the
+# wrapper its consequence (``caused_by``, read by analysis.judge.timeline.order)
+_WRAPPERS = frozenset({"nccl_error", "flex_kernel_error", "nvshmem_init", "cuda_error", "dispatcher_unavailable"})
+_LAUNCH_LAYERS = (("spank", "spank"), ("pyxis", "pyxis"), ("enroot", "enroot"), ("prolog", "prolog"),
+                  ("epilog", "epilog"), ("execve", "exec"), ("command not found", "exec"), ("launch", "srun"),
+                  ("create step", "srun"), ("allocate resources", "srun"), (": line ", "exec"))
 
 
 def _in_dispatcher(markers: Sequence[Marker], m: Marker, frames: int = 3, window: int = 16384) -> bool:
@@ -97,7 +95,7 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
             details["assertion"] = text
         if _in_dispatcher(markers, m):
             reason = "flex_kernel_assertion"
-        elif structure.is_device_assert(text):
+        elif structure.is_device_assert(text) or (details.get("condition") and "location" not in details):
             # a bare device-side assert: the run's dispatcher decides whose kernel it is (analysis.judge.classify)
             details["device_assert"] = True
     elif reason == "hardware_failure" and structure.xid_reason(details.get("xid")) == "cuda_error":
@@ -142,12 +140,14 @@ def _signature_details(reason: str, details: dict[str, Any], m: Marker,
     return reason, details
 
 
-def _findings(log: ParsedLog) -> dict[str, _Finding]:
-    found: dict[str, _Finding] = {}
+def _findings(log: ParsedLog) -> dict[str, Finding]:
+    found: dict[str, Finding] = {}
     markers = log.markers
 
     def add(reason: str, m: Marker, details: dict[str, Any] | None = None, context: bool = False) -> None:
         if reason in found:
+            if details and "caused_by" in details:
+                found[reason].details.setdefault("caused_by", details["caused_by"])
             if len(found[reason].offsets) < 4 * EVIDENCE_LINES:
                 found[reason].offsets.append(m.offset)
             seen = {_RANK_PREFIX.sub("", e) for e in found[reason].evidence}
@@ -155,7 +155,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
                 found[reason].evidence.append(m.text)  # the same line from another rank adds nothing
             return
         lines = (_before_frame(markers, m) if context else []) + [m.text]
-        found[reason] = _Finding(lines, m.offset, details or {}, [m.offset])
+        found[reason] = Finding(lines, m.offset, details or {}, [m.offset])
 
     first_iter = log.first_iteration_offset
     for m in markers:
@@ -175,7 +175,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
             elif not any(etype.endswith(e) for e in _ECHO_EXCEPTIONS):
                 add("traceback", m, {"exception_type": etype, "message": message}, True)
             else:
-                found.setdefault("_echo", _Finding([m.text], m.offset, {"exception_type": etype}))
+                found.setdefault("_echo", Finding([m.text], m.offset, {"exception_type": etype}))
         elif k == "payload_error":
             p = _PAYLOAD_RE.search(m.text)
             if p:
@@ -189,13 +189,26 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
             if hit is None:
                 continue
             reason, details = _signature_details(k, catalogue.details(*hit), m, markers)
-            if reason is not None:
-                add(reason, m, details, context=reason in _CONTEXT_REASONS)
+            if reason is None:
+                continue
+            cause = decode(m.text) if reason in _WRAPPERS else None
+            if cause is not None and cause.reason == "cuda_error" and reason == "flex_kernel_error":
+                cause = None  # the dispatcher kernel's own CUDA error: the kernel is the more specific reason
+            if cause is not None and cause.reason != reason:
+                add(cause.reason, m, {"decoded_from": reason, "cause": cause.cause, "code": cause.code,
+                                      "layer": cause.layer}, context=cause.reason in _CONTEXT_REASONS)
+                details["caused_by"] = cause.reason
+            elif reason == "nccl_error" and re.search(r"(?i)UnhandledCudaError|unhandled cuda error", m.text):
+                details["caused_by"] = "cuda"  # ncclUnhandledCudaError: a CUDA call failed (its cause follows)
+            elif reason == "launch_failure":
+                low = m.text.lower()
+                details["layer"] = next((layer for word, layer in _LAUNCH_LAYERS if word in low), "launch")
+            add(reason, m, details, context=reason in _CONTEXT_REASONS)
     s = log.series
     bad = np.flatnonzero(s.nonfinite | (s.nan_iterations > 0))
     if bad.size:
         i = int(bad[0])
-        f = found.setdefault("nan_inf", _Finding([], log.last_iteration_offset or 0, {"rank": None}))
+        f = found.setdefault("nan_inf", Finding([], log.last_iteration_offset or 0, {"rank": None}))
         f.evidence.insert(0, (f"iteration {int(s.iteration[i])}: lm loss {s.lm_loss[i]}, grad norm "
                               f"{s.grad_norm[i]}, nan iterations {max(int(s.nan_iterations[i]), 0)}"
                               + (f" (rank {f.details['rank']})" if f.details.get("rank") is not None else "")))
@@ -204,7 +217,7 @@ def _findings(log: ParsedLog) -> dict[str, _Finding]:
         # the NaN check fired before the iteration line was printed: it is the iteration after the last logged one
         found["nan_inf"].details["iteration"] = int(s.iteration[-1]) + 1
     for h in health.series_findings(s, log.restart_first_iterations):  # the series' own health (analysis.judge.health)
-        f = found.setdefault(h.reason, _Finding([], log.last_iteration_offset or 0, {"rank": None}
+        f = found.setdefault(h.reason, Finding([], log.last_iteration_offset or 0, {"rank": None}
                                                 if h.reason == "nan_inf" else {}))
         if h.reason == "nan_inf" and "iteration" in f.details and f.details["iteration"] <= h.iteration:
             f.evidence.append(h.evidence)  # an earlier NaN already named; the vanished key backs it
@@ -224,7 +237,7 @@ def _hosts(log: ParsedLog) -> tuple[str, ...]:
     return tuple(hosts)
 
 
-def _hang_age_s(log: ParsedLog, found: dict[str, _Finding]) -> float | None:
+def _hang_age_s(log: ParsedLog, found: dict[str, Finding]) -> float | None:
     """Seconds from the last iteration's timestamp to the time-limit kill, when both are printed."""
     kill = found.get("slurm_time_limit")
     if kill is None or log.last_timestamp is None:

@@ -36,6 +36,12 @@ is unchanged):
   (early training and learning-rate warm-up move both series by large
   factors while healthy).
 
+- **Trends, not only jumps.** A ramp that climbs a few percent per logged line stays within ``factor`` of its
+  trailing median all along; it is compared with the series' earlier stable level too (the lowest running level of
+  any earlier window), so a loss or grad norm that ramps to ``factor`` x the level it held earlier is ``diverged``
+  on the same persistence rule. The step time of the run's last quarter at >= ``SLOWDOWN_FACTOR`` x its first
+  quarter (after warm-up) is ``slowdown``: a complete run stays a result, ``ok_with_warning``.
+
 Cost: O(n) numpy passes; the exact running median is computed only for the few rows that pass a cheap bound (a
 value >= factor x the running minimum of everything before it, which every blow-up does).
 """
@@ -66,6 +72,9 @@ JOINT_MIN_AHEAD = 3  # a joint jump needs at least this many lines after it to b
 JOINT_KEEP = 0.8  # share of those lines on which both series stay up
 JOINT_LOSS_STAY = 1.5  # "stays up": loss at >= 1.5x the level before the jump ...
 JOINT_GRAD_STAY = 4.0  # ... and grad norm at >= 4x it
+
+SLOWDOWN_FACTOR = 2.0  # the last quarter's median step time at >= 2x the first quarter's: the run slowed down
+SLOWDOWN_MIN_ROWS = 5  # each quarter needs at least this many logged lines
 
 _LM = "lm loss"
 
@@ -138,18 +147,40 @@ def _level(values: np.ndarray, i: int) -> float | None:
     return float(np.median(before)) if before.size >= MIN_HISTORY else None
 
 
+def _stable_levels(values: np.ndarray) -> np.ndarray:
+    """Per row, the earlier stable level: the lowest running level (median of WINDOW consecutive finite values)
+    of any window that ended before the row (inf where none has). A ramp that climbs a few percent per logged line
+    never stands ``factor`` x above its trailing median, but it does above the level the series held before."""
+    v = values[np.isfinite(values) & (values > 0)]
+    where = np.flatnonzero(np.isfinite(values) & (values > 0))
+    out = np.full(values.size, np.inf)
+    if v.size < WINDOW + 1:
+        return out
+    med = np.median(np.lib.stride_tricks.sliding_window_view(v, WINDOW), axis=1)  # med[k]: v[k:k+WINDOW]
+    low = np.minimum.accumulate(med)
+    # the window ending at finite value j (j >= WINDOW - 1) is usable from the next finite value on
+    out[where[WINDOW:]] = low[:v.size - WINDOW]
+    return out
+
+
 def _blowups(values: np.ndarray, factor: float) -> list[tuple[int, float]]:
-    """(row, level) of each value at >= factor x its running level, in order."""
+    """(row, level) of each value at >= factor x its running level, or at >= factor x the earlier stable level
+    (:func:`_stable_levels`: a ramp), in order."""
+    if not values.size:
+        return []
     v = np.where(np.isfinite(values) & (values > 0), values, np.inf)
     floor = np.minimum.accumulate(v)  # running minimum: the level of any window before is >= it
     bound = np.empty_like(floor)
     bound[0], bound[1:] = np.inf, floor[:-1]
     candidates = np.flatnonzero(np.isfinite(values) & (values >= factor * bound))
     out = []
+    stable = _stable_levels(values) if candidates.size else np.empty(0)
     for i in candidates.tolist():
         level = _level(values, i)
         if level is not None and values[i] >= factor * level:
             out.append((i, level))
+        elif np.isfinite(stable[i]) and values[i] >= factor * stable[i]:
+            out.append((i, float(stable[i])))
     return out
 
 
@@ -246,8 +277,43 @@ def _joint_jump(loss: np.ndarray, grad: np.ndarray, iterations: np.ndarray) -> t
     return None
 
 
+def slowdown(series: IterationSeries) -> HealthFinding | None:
+    """``slowdown`` when the step time of the run's last quarter stands at >= SLOWDOWN_FACTOR x its earlier stable
+    level (the median of the first quarter after the warm-up, max(3, 10%) iterations as in analysis.measure.stats),
+    both over at least SLOWDOWN_MIN_ROWS logged lines; None otherwise. A median over a quarter of the run ignores
+    spikes: only a level that moved and stayed counts (a straggler node, thermal throttling, a leak that grows).
+    Compared per sample where the global batch size is logged (a batch-size ramp-up is no slowdown)."""
+    keep = np.isfinite(series.step_ms) & (series.step_ms > 0)
+    if series.partial is not None:
+        keep &= ~series.partial
+    rows = np.flatnonzero(keep)
+    rows = rows[max(3, int(np.ceil(0.1 * rows.size))):]
+    quarter = rows.size // 4
+    if quarter < SLOWDOWN_MIN_ROWS:
+        return None
+    ms = np.asarray(series.step_ms, np.float64)
+    gbs = np.asarray(series.global_batch_size, np.float64)
+    # per sample where the global batch is logged: a batch-size ramp-up (Megatron's --rampup-batch-size) makes
+    # steps longer without making the run slower
+    per = np.where(gbs > 0, ms / np.where(gbs > 0, gbs, 1.0), ms)
+    if per[rows[-quarter:]].mean() < SLOWDOWN_FACTOR * per[rows[:quarter]].min():
+        return None  # cheap bound: no slowdown possible
+    e_per, l_per = float(np.median(per[rows[:quarter]])), float(np.median(per[rows[-quarter:]]))
+    if l_per < SLOWDOWN_FACTOR * e_per:
+        return None
+    early, late = float(np.median(ms[rows[:quarter]])), float(np.median(ms[rows[-quarter:]]))
+    it = int(series.iteration[rows[-quarter]])
+    return HealthFinding(
+        "slowdown", it,
+        f"step time {late:.1f} ms over the last {quarter} logged iterations (from iteration {it}) is "
+        f"{late / early:.3g}x its earlier level {early:.1f} ms", {"key": "step_ms", "value": late, "level": early,
+                                                                 "factor": l_per / e_per})
+
+
 def series_findings(series: IterationSeries, restarts: Sequence[int] = ()) -> list[HealthFinding]:
-    """Every health finding of a series: vanished losses (``nan_inf``), then divergence (``diverged``)."""
+    """Every health finding of a series: vanished losses (``nan_inf``), divergence (``diverged``), a step time
+    that climbed and stayed (``slowdown``)."""
     found = vanished_losses(series, restarts)
     div = divergence(series)
-    return found + ([div] if div is not None else [])
+    slow = slowdown(series)
+    return found + ([div] if div is not None else []) + ([slow] if slow is not None else [])

@@ -13,6 +13,7 @@ Sources of the rules:
   with exit code 1``, ``srun: Terminating StepId=12.0`` (``Terminating job step`` before 21.08),
   ``srun: error: <node>: tasks 0-2: Terminated``, ``srun: Force Terminated StepId=``, ``srun: Job step aborted:
   Waiting up to 32 seconds for job step to finish.``: every line after the first failed task is its consequence.
+  The same lines follow any kill (a cancel, the time limit): they count as teardown only after a task failed.
 - ``#SBATCH --signal=[{R|B}:]<sig>[@<sec>]`` and ``#SBATCH --time`` (sbatch(1)): the job asked Slurm to send
   ``<sig>`` ``<sec>`` s (default 60) before its time limit; only such a job gets a pre-limit TERM.
 - torchrun (torch/distributed/elastic/agent/server/api.py ``run``): ``Received <sig> death signal, shutting down
@@ -53,6 +54,10 @@ _SIGNAL_DIRECTIVE = re.compile(r"--signal[= ](?:[RB]+:)*(?:SIG)?(?P<sig>[A-Z0-9]
 _TIME_DIRECTIVE = re.compile(r"(?:--time[= ]|-t\s+)(?P<limit>[\d:-]+)")
 _TEARDOWN_RE = re.compile(r"srun: (?:launch/\w+: _step_signal: )?(?:Force )?Terminat(?:ing|ed) (?:StepId=|job step)"
                           r"|Job step aborted: Waiting up to \d+ seconds", re.I)
+# a task that failed on its own, the only thing srun's teardown lines answer (a kill prints "Job step aborted:
+# Waiting up to N seconds" too, and "Terminated" for every task it stopped: those are no task failure)
+_TASK_FAILED_RE = re.compile(r"srun: error: \S+: tasks? [\d,\-\[\]]+: (?:Exited with exit code [1-9]|Segmentation fault"
+                             r"|Aborted|Bus error|Floating point exception|Illegal instruction)|DUE TO TASK FAILURE")
 _GRACEFUL_RE = re.compile(r"exiting program after receiving (?P<sig>SIG\w+)")
 _TORCHRUN_RE = re.compile(r"torch[./]distributed[./]elastic|torchrun|ChildFailedError|^\s*\[default\d+\]:")
 _SLURM_RE = re.compile(r"slurmstepd|\bsrun: |\bsalloc: |\bsbatch: |#SBATCH|SLURM_JOB_ID|StepId=")
@@ -137,7 +142,7 @@ def read(markers: Sequence[Marker], scheduler_state: str | None = None, schedule
     torchrun = False
     sig = lead = limit = graceful = graceful_at = None
     cancels: list[CancelLine] = []
-    teardown = False
+    teardown = task_failed = False
     for m in markers:
         text = m.text
         if not slurm and _SLURM_RE.search(text):
@@ -152,8 +157,10 @@ def read(markers: Sequence[Marker], scheduler_state: str | None = None, schedule
                 sig, lead = _signal(s.group("sig")), int(s.group("lead") or 60)
             if t := _TIME_DIRECTIVE.search(text):
                 limit = t.group("limit")
-        if _TEARDOWN_RE.search(text):
-            teardown = True
+        if _TASK_FAILED_RE.search(text):
+            task_failed = True
+        elif task_failed and _TEARDOWN_RE.search(text):
+            teardown = True  # counted only after a task failed: the same lines follow every kill
         if graceful is None and (g := _GRACEFUL_RE.search(text)):
             graceful, graceful_at = g.group("sig"), m.offset
     if sig is None and scheduler_signal:

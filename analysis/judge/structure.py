@@ -15,6 +15,10 @@ dispatcher a run really used.
   effective_config.json, the log's config dump or the requested label) a device assertion outside PyTorch's,
   Transformer Engine's and the other libraries' own kernels (``_OTHER_KERNELS``) is ``flex_kernel_assertion``;
   with alltoall or allgather it stays ``assertion``.
+- A bare device assertion (``Assertion `cond' failed.`` without file or block) is attributed by the identifiers in
+  its condition first (:func:`kernel_of_condition`): DeepEP's variables make it the flex kernel's whatever the
+  dispatcher, PyTorch's keep it an ``assertion`` in a flex run; only a condition that names neither falls back to
+  the dispatcher.
 """
 
 from __future__ import annotations
@@ -33,6 +37,24 @@ _DEVICE_ASSERT = re.compile(r"block: \[[\d, ]+\], thread: \[[\d, ]+\]|Assertion 
 _OTHER_KERNELS = re.compile(r"aten/|ATen/|/c10/|/torch/|transformer_engine|/apex/|flash_attn|flash-attention|triton"
                             r"|/nccl/|cutlass/include|/thrust/|/cub/", re.I)
 FLEX_BACKENDS = ("deepep", "hybridep")
+# a bare device assert (``Assertion `cond' failed.``, no file, no block) names its kernel only through the
+# identifiers of its condition: DeepEP's/HybridEP's buffer, rank and channel variables (deepseek-ai/DeepEP
+# csrc/kernels/{intranode,internode,internode_ll}.cu, csrc/config.hpp, hybrid-ep csrc/hybrid_ep/config.cuh), and
+# PyTorch's kernel variables (aten/src/ATen/native/cuda: Indexing.cu ``srcIndex < srcSelectDimSize``,
+# ``dstIndex < dstAddDimSize``, Loss.cu / NLLLoss2d ``t >= 0 && t < n_classes``, ``cur_target``, ``input_val``,
+# ScatterGatherKernel ``idx_dim >= 0 && idx_dim < index_size``, IndexKernel ``index out of bounds``)
+FLEX_IDENTIFIERS = frozenset({
+    "num_rc_per_pe", "num_channels", "num_max_nvl_chunked_recv_tokens", "num_max_nvl_chunked_send_tokens",
+    "num_max_rdma_chunked_recv_tokens", "num_max_rdma_chunked_send_tokens", "num_rdma_ranks", "num_nvl_ranks",
+    "nvl_rank", "rdma_rank", "kNumRanks", "kNumRDMARanks", "NUM_MAX_NVL_PEERS", "num_max_dispatch_tokens_per_rank",
+    "rdma_channel_prefix_matrix", "gbl_channel_prefix_matrix", "recv_rdma_rank_prefix_sum", "num_rdma_bytes",
+    "num_nvl_bytes", "max_num_of_tokens_per_rank", "num_of_experts_per_rank", "num_of_ranks_per_node",
+    "num_of_nodes", "NUM_MAX_RDMA_PEERS", "kNumMaxTopK", "num_worst_tokens", "expert_alignment"})
+TORCH_IDENTIFIERS = frozenset({
+    "srcIndex", "srcSelectDimSize", "dstIndex", "dstAddDimSize", "dstCopyDimSize", "n_classes", "cur_target",
+    "input_val", "idx_dim", "index_size", "self_dim_size", "src_dim_size", "numel", "t", "target", "out of bounds",
+    "ind", "padding_idx", "weight_size", "num_embeddings", "input_size", "output_size"})
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 def xid_reason(xid: int | None) -> str:
@@ -43,6 +65,20 @@ def xid_reason(xid: int | None) -> str:
 def is_device_assert(text: str) -> bool:
     """True for a device-side assertion line (CUDA ``__assertfail`` or DeepEP ``EP_DEVICE_ASSERT`` form)."""
     return _DEVICE_ASSERT.search(text) is not None
+
+
+def kernel_of_condition(condition: str | None) -> str | None:
+    """``flex`` when an assertion's condition names DeepEP's/HybridEP's own variables (``FLEX_IDENTIFIERS``),
+    ``foreign`` when it names PyTorch's kernel variables (``TORCH_IDENTIFIERS``, or the ``index out of bounds``
+    message), None when its identifiers say nothing."""
+    if not condition:
+        return None
+    names = set(_IDENT.findall(condition))
+    if names & FLEX_IDENTIFIERS:
+        return "flex"
+    if names & TORCH_IDENTIFIERS or "out of bounds" in condition:
+        return "foreign"
+    return None
 
 
 def foreign_kernel(location: str | None, text: str) -> bool:

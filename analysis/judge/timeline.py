@@ -22,7 +22,8 @@ Ordering (:func:`order`):
 
 1. Static reasons (configuration, payload, label problems) are not events: they keep their priority.
 2. A failure with its own stamp that training outlived (it is older than the last iteration line by more than
-   the window) was not fatal: it stays a flag.
+   the window), or whose every line was printed before the first of several iteration lines, was not fatal: it
+   stays a flag.
 3. A waiting failure (NCCL watchdog, NCCL error, dispatcher timeout: each reports a peer that did not answer) is
    a consequence of any other failure between ``t - T - window`` and ``t + window``, where ``t`` is when it fired
    and ``T`` its collective timeout (``Timeout(ms)=600000``; the watchdog fires ``T`` after the stuck collective
@@ -30,11 +31,15 @@ Ordering (:func:`order`):
    A task's exit (srun's ``Exited with exit code``, ``DUE TO TASK FAILURE``, a non-zero exit code) is the
    consequence of any other failure, signal or stop printed before it (or stamped within the window): the
    launcher reported that first and then exited (``exit_of:<reason>``).
+   3b. Pairs known without a priority (:func:`_consequences`): a wrapper whose text names its cause, a resource
+   failure and the errors printed after it, a sticky CUDA error after an earlier failure of the same stream, a
+   scheduler stop that arrives after its first symptom (read with Slurm's own timeouts).
 4. torchrun's ``Root Cause (first observed failure)`` record names a rank: the failures seen on that rank come
    first.
 5. Of what is left, the earliest event opens a window of ``window_s`` seconds; class priority
    (:data:`analysis.judge.classify.PRIORITY`) decides only among the failures in that window. Without any time, byte
-   order is not used to override priority (ranks' output is buffered independently).
+   order across streams is not used to override priority (ranks' output is buffered independently); within one
+   stream it is (rule 3b).
 
 Causes before consequences (:func:`read`, the one call the verdict makes): every finding gets its events, plain
 ``CANCELLED AT`` lines and received signals are read in their launch context (:mod:`analysis.judge.launch_context`:
@@ -53,7 +58,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analysis.judge import launch_context as lc
-from analysis.judge.findings import _Finding
+from analysis.judge.records import Finding
 from analysis.logs import Marker, ParsedLog
 from analysis.options import is_suspected_hang
 
@@ -64,6 +69,21 @@ WAITING = frozenset({"nccl_timeout", "nccl_error", "dispatcher_timeout"})
 # consequences by nature: they can never explain a waiting failure (they are the teardown of one)
 _ECHOES = frozenset({"task_exit_code", "cancelled", "suspected_hang"})
 _SOFT = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "SIGABRT", "SIGUSR1", "SIGUSR2"})
+# resource failures and what they explain when printed after them (rule 3b)
+RESOURCE = frozenset({"cuda_oom", "host_oom"})
+AFTER_RESOURCE = frozenset({"cuda_error", "flex_kernel_error", "nvshmem_init", "nccl_error", "nccl_timeout",
+                            "dispatcher_timeout", "traceback", "killed_by_signal"})
+# CUDA errors are sticky and reported asynchronously: an earlier failure of the same stream explains them
+STICKY = frozenset({"cuda_error", "flex_kernel_error"})
+# what an NCCL "unhandled cuda error" wraps: the CUDA failure itself (``caused_by: cuda``)
+CUDA_CAUSES = ("cuda_oom", "cuda_error", "hardware_failure", "assertion", "flex_kernel_error")
+# scheduler stops whose line may come long after their first symptom, and Slurm's own timeouts for that
+# (slurm.conf(5) defaults: SlurmdTimeout=300 s, KillWait=30 s; GraceTime is per partition/QOS, the soft signal
+# that starts it is read instead)
+LATE_STOPS = frozenset({"preempted", "node_failure", "slurm_time_limit"})
+SLURMD_TIMEOUT_S = 300.0
+OUTLIVED_ITERATIONS = 3  # iteration lines after a failure's every line: training outlived it
+KILL_WAIT_S = 30.0
 
 _GLOG = re.compile(r"(?:^|[\[\s:])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?[\s\]]")
 _DATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
@@ -237,13 +257,17 @@ def _matches_rank(e: Event, rank: int | None, local: int | None) -> bool:
 def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict[str, dict[str, Any]],
           rank_key: Callable[[str], int], *, last_iteration_time: float | None = None,
           last_iteration_offset: int | None = None, root: dict[str, Any] | None = None,
-          window_s: float = WINDOW_S, step_s: float = 0.0) -> tuple[list[str], Timeline]:
+          window_s: float = WINDOW_S, step_s: float = 0.0, first_iteration_offset: int | None = None,
+          iterations: int = 0) -> tuple[list[str], Timeline]:
     """Order ``failures`` (reasons, any order) so that the first is the primary reason (module docstring, rules
     1-5), and the timeline of that order.
 
     ``events``: reason -> its events (:func:`events_of`); ``details``: reason -> its details (timeouts);
     ``rank_key``: the class priority (lower first); ``last_iteration_time`` / ``_offset``: the last iteration
-    line's time and offset; ``root``: torchrun's root-cause record (``rank``, ``local_rank``); ``step_s``: the
+    line's time and offset; ``first_iteration_offset`` and ``iterations``: where the first iteration line is and
+    how many were logged (every line of a failure printed before the first of at least OUTLIVED_ITERATIONS
+    iteration lines was outlived: collectives keep the ranks within a step of each other, so training could not
+    run on past a fatal error, and a line appears in the bytes no earlier than it was written); ``root``: torchrun's root-cause record (``rank``, ``local_rank``); ``step_s``: the
     median step (s), which widens the window when steps are long. Never raises; with no failures it returns
     ([], a timeline without a cause).
     """
@@ -266,6 +290,10 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
             if (e is not None and e.source == "stamp" and e.time is not None and last_iteration_offset is not None
                     and e.offset < last_iteration_offset and e.time < last_iteration_time - window):
                 demoted[r] = "outlived"
+    if first_iteration_offset is not None and iterations >= OUTLIVED_ITERATIONS:
+        for r in live:
+            if events.get(r) and all(e.offset < first_iteration_offset for e in events[r]):
+                demoted.setdefault(r, "outlived")
     if not live:
         return static, Timeline(_cause_event(events.get(static[0], []), root), tuple(
             e for e in (first[r] for r in static[1:]) if e is not None), window, demoted)
@@ -296,8 +324,9 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
                     else ec.offset < ex.offset):
                 demoted[x] = f"exit_of:{c}"
                 break
+    _consequences(cands, first, events, details, demoted, window)
     cands = [r for r in cands if r not in demoted] or [r for r in live if not demoted.get(r, "").startswith(
-        ("waiting_for", "exit_of"))] or live
+        ("waiting_for", "exit_of", "consequence_of", "after_resource", "earlier_in_stream", "stopped_by"))] or live
     if root is not None and (root.get("rank") is not None or root.get("local_rank") is not None):
         on_root = [r for r in cands if any(_matches_rank(e, root.get("rank"), root.get("local_rank"))
                                            for e in events.get(r, ()))]
@@ -323,6 +352,82 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
     cause = _cause_event(events.get(cause_reason, []), root)
     consequences = tuple(e for e in (first[r] for r in ordered[1:]) if e is not None)
     return ordered, Timeline(cause, consequences, window, demoted)
+
+
+def _same_stream(a: Event, b: Event) -> bool:
+    """Two lines of one output stream: the same rank prefix of the same kind, or neither names a rank."""
+    return a.rank == b.rank and a.rank_kind == b.rank_kind
+
+
+def _before(a: Event, b: Event, window: float) -> bool:
+    """``a`` came first: by their own stamps (``b`` within ``window`` s after ``a``), else by byte order within
+    one output stream (one stream's bytes are written in the order they were printed; two streams' are not)."""
+    if _stamped(a) and _stamped(b):
+        return a.time <= b.time <= a.time + window  # type: ignore[operator]
+    return _same_stream(a, b) and a.offset < b.offset
+
+
+def _consequences(cands: list[str], first: dict[str, Event | None], events: dict[str, list[Event]],
+                  details: dict[str, dict[str, Any]], demoted: dict[str, str], window: float) -> None:
+    """Rule 3b (module docstring): the pairs of cause and consequence that are known without a priority.
+
+    - a wrapper whose own text names its cause (``caused_by``: an NCCL error that says 'out of memory',
+      analysis.logs.codes) is that cause's consequence (``consequence_of:<cause>``);
+    - a resource failure (CUDA or host out of memory) explains the CUDA, kernel, NCCL and exception errors printed
+      after it (``after_resource:<cause>``): the allocation failed, the work that needed it then failed;
+    - a CUDA error is sticky (every later CUDA call of the process fails with it, and kernels report
+      asynchronously): a failure printed before it in the same stream explains it (``earlier_in_stream:<cause>``);
+    - a scheduler stop that arrives late explains what it caused before its own line: a preemption explains every
+      failure after the soft signal that announced it (Slurm sends SIGTERM when preempting and kills after
+      GraceTime, so the ``DUE TO PREEMPTION`` line may come minutes later); a node failure explains the network
+      failures of the SLURMD_TIMEOUT_S before it (slurmctld declares a node down only after SlurmdTimeout without
+      an answer); a time limit or preemption explains the failures printed after its line (the kill's echoes,
+      within KILL_WAIT_S: Slurm's KillWait between SIGTERM and SIGKILL) (``stopped_by:<stop>``).
+    """
+    live = [r for r in cands if r not in demoted]
+    for r in live:
+        want = details.get(r, {}).get("caused_by")
+        c = next((x for x in live if x != r and (x == want or want == "cuda" and x in CUDA_CAUSES)), None)
+        if c is not None:
+            demoted[r] = f"consequence_of:{c}"
+    for res in [r for r in live if r in RESOURCE]:
+        er = first.get(res)
+        for c in live:
+            ec = first.get(c)
+            if (c in demoted or c == res or c in RESOURCE or _base(c) not in AFTER_RESOURCE or er is None
+                    or ec is None):
+                continue
+            if _before(er, ec, window):
+                demoted[c] = f"after_resource:{res}"
+    for c in [r for r in live if r not in demoted and _base(r) in STICKY]:
+        ec = first.get(c)
+        for r in live:
+            er = first.get(r)
+            if (r == c or r in demoted or er is None or ec is None or _base(r) in STICKY | WAITING or r in _ECHOES
+                    or _is_soft(r) or _stamped(er) and _stamped(ec)):
+                continue
+            if _same_stream(er, ec) and er.offset < ec.offset:
+                demoted[c] = f"earlier_in_stream:{r}"
+                break
+    soft = [e for k, es in events.items() if _is_soft(k) and k.partition(":")[2] in ("SIGTERM", "SIGCONT")
+            for e in es]
+    for stop in [r for r in live if r in LATE_STOPS]:
+        es = first.get(stop)
+        if es is None:
+            continue
+        for c in live:
+            ec = first.get(c)
+            if c == stop or c in demoted or c in LATE_STOPS or ec is None or c in _ECHOES or _is_soft(c):
+                continue
+            after_line = (ec.time >= es.time and ec.time <= es.time + KILL_WAIT_S + window  # type: ignore[operator]
+                          if _stamped(ec) and _stamped(es) else ec.offset > es.offset)
+            announced = stop == "preempted" and any(
+                (s.time <= ec.time if _stamped(s) and _stamped(ec) else s.offset < ec.offset)  # type: ignore[operator]
+                and s.offset < es.offset for s in soft)
+            lost_node = (stop == "node_failure" and _base(c) in WAITING and _stamped(ec) and _stamped(es)
+                         and es.time - SLURMD_TIMEOUT_S - window <= ec.time <= es.time)  # type: ignore[operator]
+            if (stop != "node_failure" and after_line) or announced or lost_node:
+                demoted[c] = f"stopped_by:{stop}"
 
 
 def _cause_event(evs: Sequence[Event], root: dict[str, Any] | None) -> Event | None:
@@ -369,7 +474,7 @@ def clock_of(log: ParsedLog) -> Clock:
                  (log.last_iteration_offset, log.last_timestamp))
 
 
-def events(log: ParsedLog, found: dict[str, _Finding], clock: Clock) -> dict[str, list[Event]]:
+def events(log: ParsedLog, found: dict[str, Finding], clock: Clock) -> dict[str, list[Event]]:
     """reason -> its events in time order (:func:`analysis.judge.timeline.events_of`), for every finding."""
     by_offset = {m.offset: m for m in log.markers}
     out: dict[str, list[Event]] = {}
@@ -382,7 +487,7 @@ def events(log: ParsedLog, found: dict[str, _Finding], clock: Clock) -> dict[str
     return out
 
 
-def _is_failure(reason: str, f: _Finding, priority: Callable[[str], bool]) -> bool:
+def _is_failure(reason: str, f: Finding, priority: Callable[[str], bool]) -> bool:
     """A failure of a task of its own (not a stop from outside, not a soft signal)."""
     base, _, sig = reason.partition(":")
     if not priority(base) or base in ("cancelled", "slurm_time_limit", "suspected_hang"):
@@ -405,7 +510,7 @@ def _strictly_before(a: list[Event], b: list[Event]) -> bool:
     return ea.offset < eb.offset
 
 
-def first_failure_before(key: str, found: dict[str, _Finding], evs: dict[str, list[Event]],
+def first_failure_before(key: str, found: dict[str, Finding], evs: dict[str, list[Event]],
                          priority: Callable[[str], bool]) -> str | None:
     """The failure (another task's error) that precedes the first event of ``key``, or None.
 
@@ -424,7 +529,7 @@ def first_failure_before(key: str, found: dict[str, _Finding], evs: dict[str, li
     return None
 
 
-def read_graceful_exit(found: dict[str, _Finding], ctx: lc.LaunchContext, log: ParsedLog) -> None:
+def read_graceful_exit(found: dict[str, Finding], ctx: lc.LaunchContext, log: ParsedLog) -> None:
     """Megatron's graceful exit on a signal (``[exiting program after receiving SIGTERM.]``, module docstring of
     :mod:`analysis.judge.launch_context`) is a received signal of its own when nothing else reported one: it becomes a
     ``killed_by_signal:<SIG>`` finding (``graceful_exit``: True) that :func:`read_signals` then reads in its
@@ -435,12 +540,12 @@ def read_graceful_exit(found: dict[str, _Finding], ctx: lc.LaunchContext, log: P
         return
     m = next((x for x in log.markers if x.offset == ctx.graceful_offset), None)
     key = f"killed_by_signal:{ctx.graceful_exit}"
-    found[key] = _Finding([m.text if m is not None else f"exiting program after receiving {ctx.graceful_exit}"],
+    found[key] = Finding([m.text if m is not None else f"exiting program after receiving {ctx.graceful_exit}"],
                           ctx.graceful_offset, {"signal": ctx.graceful_exit, "graceful_exit": True},
                           [ctx.graceful_offset])
 
 
-def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
+def read_cancels(found: dict[str, Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
                  sched: str | None, priority: Callable[[str], bool]) -> list[str]:
     """Reinterpret a plain ``CANCELLED AT`` finding (``cancelled``) in its launch context, in place; the flags it
     adds (``srun_teardown``, ``pre_limit_term``). A scheduler state that names a cancel is left alone."""
@@ -461,9 +566,9 @@ def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[st
         if "srun_teardown" not in flags:
             flags.append("srun_teardown")
         if before is None:
-            found.setdefault("task_exit_code", _Finding(f.evidence, f.offset, {"exit_code": None}, f.offsets))
+            found.setdefault("task_exit_code", Finding(f.evidence, f.offset, {"exit_code": None}, f.offsets))
         return flags
-    g = found.setdefault(target, _Finding([], f.offset, {}, []))
+    g = found.setdefault(target, Finding([], f.offset, {}, []))
     g.evidence.extend(f.evidence)
     g.offsets.extend(f.offsets)
     g.details.update({"pre_limit_term": True, "cancel_meaning": why})
@@ -471,7 +576,7 @@ def read_cancels(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[st
     return flags
 
 
-def read_signals(found: dict[str, _Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
+def read_signals(found: dict[str, Finding], ctx: lc.LaunchContext, evs: dict[str, list[Event]],
                  sched: str | None, complete: bool, priority: Callable[[str], bool]) -> list[str]:
     """Turn each ``killed_by_signal:<SIG>`` finding into what the signal means (:func:`analysis.judge.launch_context.
     signal_meaning`), in place; the flags it adds (``signal:<SIG>`` for a signal that is only a consequence)."""
@@ -509,9 +614,9 @@ def _parse_time(text: str | None, year: int) -> float | None:
     return stamp(text, year)
 
 
-def progress_hang(found: dict[str, _Finding], evs: dict[str, list[Event]], clock: Clock, log: ParsedLog, *,
+def progress_hang(found: dict[str, Finding], evs: dict[str, list[Event]], clock: Clock, log: ParsedLog, *,
                   median_step_ms: float | None, hang_min_s: float, ended_at: str | None = None,
-                  ) -> _Finding | None:
+                  ) -> Finding | None:
     """A ``suspected_hang`` finding when whatever ended the run came more than max(hang_min_s, 5 x median step)
     after the last iteration line, else None.
 
@@ -536,12 +641,12 @@ def progress_hang(found: dict[str, _Finding], evs: dict[str, list[Event]], clock
     by = end.reason if end is not None else "scheduler_end"
     line = (f"last iteration at {log.last_timestamp}, then no new iteration for {age:.0f} s until {by} at "
             f"{iso(end_time)}")
-    f = _Finding([line] + ([end.line] if end is not None else []), end.offset if end is not None else after,
+    f = Finding([line] + ([end.line] if end is not None else []), end.offset if end is not None else after,
                  {"last_iteration_age_s": age, "ended_by": by}, [end.offset] if end is not None else [])
     return f
 
 
-def hang_event(f: _Finding, evs: dict[str, list[Event]]) -> list[Event]:
+def hang_event(f: Finding, evs: dict[str, list[Event]]) -> list[Event]:
     """The events of a suspected hang: those of the event that ended the run, renamed."""
     by = f.details.get("ended_by")
     return [Event("suspected_hang", e.time, e.source, e.rank, e.rank_kind, e.offset, e.line)
@@ -557,7 +662,7 @@ def describe(e: Event | None) -> str:
     return f"{e.reason} on {where} at {when}" + (" (inherited)" if e.source == "inherited" else "") + f": {e.line}"
 
 
-def read(log: ParsedLog, found: dict[str, _Finding], ctx: lc.LaunchContext, *, sched: str | None,
+def read(log: ParsedLog, found: dict[str, Finding], ctx: lc.LaunchContext, *, sched: str | None,
          sched_line: str, complete: bool, median_step_ms: float | None, hang_min_s: float, ended_at: str | None,
          launcher_flags: Sequence[str], priority: Callable[[str], bool], rank_key: Callable[[str], Any],
          root: dict[str, Any] | None) -> tuple[list[str], Timeline, list[str]]:
@@ -575,21 +680,23 @@ def read(log: ParsedLog, found: dict[str, _Finding], ctx: lc.LaunchContext, *, s
     evs = events(log, found, clock)
     flags = read_cancels(found, ctx, evs, sched, priority)
     evs = events(log, found, clock)
+    signals = {k: v for k, v in evs.items() if k.startswith("killed_by_signal:")}
     flags += read_signals(found, ctx, evs, sched, complete, priority)
     if sched == "timeout" and "slurm_time_limit" not in found:
-        found["slurm_time_limit"] = _Finding([sched_line], log.last_iteration_offset or 0)
-    evs = events(log, found, clock)
+        found["slurm_time_limit"] = Finding([sched_line], log.last_iteration_offset or 0)
+    evs = {**signals, **events(log, found, clock)}  # a signal read as a stop's echo still dates the stop's start
     hang = None if complete else progress_hang(found, evs, clock, log, median_step_ms=median_step_ms,
                                                hang_min_s=hang_min_s, ended_at=ended_at)
     if hang is not None:
         found["suspected_hang"] = hang
         evs["suspected_hang"] = hang_event(hang, evs)
     if not complete and "suspected_hang" in launcher_flags and "suspected_hang" not in found:
-        found["suspected_hang"] = _Finding(["the launcher flagged a suspected hang: no new iteration for "
+        found["suspected_hang"] = Finding(["the launcher flagged a suspected hang: no new iteration for "
                                             "max(hang_min_s, 5 x median step)"], log.last_iteration_offset or 0)
         evs["suspected_hang"] = []  # the launcher's word has no time: priority places it
     failures, chain = order(
         [r for r in found if priority(r.split(":", 1)[0])], evs, {r: f.details for r, f in found.items()}, rank_key,
         last_iteration_time=stamp(log.last_timestamp or "", clock.year),
-        last_iteration_offset=log.last_iteration_offset, root=root, step_s=(median_step_ms or 0) / 1000.0)
+        last_iteration_offset=log.last_iteration_offset, root=root, step_s=(median_step_ms or 0) / 1000.0,
+        first_iteration_offset=log.first_iteration_offset, iterations=len(log.series))
     return failures, chain, flags

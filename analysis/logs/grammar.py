@@ -52,6 +52,14 @@ _GLUE_RE = re.compile(
     rb"\|[ \t]*(?=\[[^\]\r\n|]{0,80}\]|\d+:[ \t]|[IWEF]\d{4} \d\d:\d\d:\d\d|iteration[ \t]+\d+[ \t]*/"
     rb"|(?:Traceback|INFO|WARNING|ERROR|DEBUG|CRITICAL|FATAL)\b|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b"
     rb"|> |\*\*\* |srun: |slurmstepd: |NCCL )")
+# any other print glued right after a "|": Megatron prints each field as " key: value |" (a blank first), so a "|"
+# followed at once by anything but a blank or the line's end ends the record at its last complete field
+PRINT_AFTER_FIELD_RE = re.compile(rb"\|(?=[^ \t|\r\n])")
+# ... or after the last "|" a "word: text" whose text is no number: a print ("| wandb: WARNING ..."), where a field
+# cut in its middle ("| lm loss: 2.3", "| lm lo", "| grad no[rank0]: ...") holds a number, no colon, or a bracket
+# before its colon
+PRINT_AFTER_LAST_RE = re.compile(rb"\|(?=[ \t]+[A-Za-z_][\w .-]*:[ \t]*(?![-+]?(?:\d|\.\d|nan|inf))[^\s|][^|]*$)",
+                                 re.I)
 
 # Megatron field names -> column names (Megatron-LM training_log; CASES C10 for the renamed throughput label)
 STANDARD_FIELDS: tuple[tuple[str, bytes], ...] = (
@@ -255,7 +263,7 @@ class _Layout:
     raw: tuple[bytes, ...] = ()  # the keys as split from the line, with the text after the last "|"
     picks: tuple[int, ...] = ()  # the field of each column, in ``names`` order
     kernel: LayoutKernel | None = None  # the bulk path's Arrow kernels, made on first use
-    quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.logs.bulkregion._quiet)
+    quiet: bool | None = None  # its lines hold no failure-marker needle (analysis.logs.scanner._quiet)
     glued: bool = False  # the heads of glued lines (fields up to the glued print): partial rows, never "truncated"
 
     def clear(self) -> None:

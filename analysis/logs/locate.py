@@ -1,5 +1,5 @@
 """Where a region's iteration and memory lines are, found with numpy instead of a regex pass: the bulk path's way
-to the lines (:meth:`analysis.logs.bulkregion.BulkRegions._fast_region`).
+to the lines (:meth:`analysis.logs.scanner.Scanner._fast_region`).
 
 Half of the time of ``ITER_N_RE.findall`` (about 0.5 GB/s) is its search for the literal ``iteration``; without it
 an iteration-only log of 1 GB parses in about 60% of the time (benchmarks/parse.py). For a region without ``\\r``

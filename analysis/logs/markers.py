@@ -11,7 +11,6 @@ import functools
 import re
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +21,7 @@ from analysis.logs import catalogue
 from analysis.logs.bulk import POOL, indices
 from analysis.logs.grammar import MARKERS_KEPT
 from analysis.logs.locate import gather
+from analysis.logs.records import Marker
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 PHASE_RE = re.compile(r"\[payload\] phase (\w+) at (\d+(?:\.\d+)?)")
@@ -99,17 +99,6 @@ EXCEPTION_RE = re.compile(_EXCEPTION + r"\s*(.*)")  # the exception kind's patte
 TEXT_LIMIT = 400  # characters kept per evidence line
 
 
-@dataclass(frozen=True, slots=True)
-class Marker:
-    """One evidence candidate: ``kind`` (see ``_KINDS``), the cleaned line ``text`` (at most 400 characters),
-    the ``file`` it came from and its byte ``offset`` in the concatenated stream of the run's files."""
-
-    kind: str
-    text: str
-    file: str
-    offset: int
-
-
 def clean_line(raw: bytes) -> str:
     """Decode a raw log line for display: UTF-8 with replacement, ANSI colour codes removed, stripped."""
     text = raw.decode("utf-8", "replace")
@@ -184,7 +173,7 @@ def marker_rows(buf: bytes, pos: int, end: int, quiet: tuple[np.ndarray, ...] | 
 
     ``quiet``: (start, lo, newlines): lines of the region (offsets in ``buf``, in order) whose text from ``lo`` to
     the line end holds no needle and begins after a ``|`` (accepted iteration lines with finite values and keys
-    that hold no needle: :meth:`analysis.logs.bulkregion.BulkRegions._fast_region`), and every ``\\n`` of the region;
+    that hold no needle: :meth:`analysis.logs.scanner.Scanner._fast_region`), and every ``\\n`` of the region;
     no needle holds ``|``, so when no ``buf[start:lo]`` holds one either, those lines are no markers and are left
     out of the search.
 

@@ -39,13 +39,12 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from analysis.logs.grammar import CONFIG_KEYS, EXTRA_PREFIX, MAX_LINE
-from analysis.logs.markers import Marker
+from analysis.logs.records import IterationRecord, IterationSeries, ParsedLog
 from analysis.logs.scanner import Scanner
 
 __all__ = [
@@ -65,94 +64,6 @@ TAIL_BYTES = 32 << 20  # failure markers are searched in this many trailing byte
 
 _RESTART_RE = re.compile(r"^(?P<stem>.+?)_(?P<job>\d+)_(?P<restart>\d+)\.out$")
 _INT_COLUMNS = ("train_iters", "skipped", "nan_iterations", "global_batch_size")
-
-
-@dataclass(frozen=True, eq=False)
-class IterationSeries:
-    """Per-iteration columns, one entry per distinct iteration number, sorted by iteration.
-
-    Units: ``step_ms`` in ms, ``tflops`` in TFLOP/s/GPU. Unknown floats are NaN, unknown integers -1.
-    A column that holds one value throughout (batch size, skipped counts, a missing field) may be a read-only
-    zero-stride view (``np.broadcast_to``): no memory per iteration; treat every column as read-only.
-    ``extra_losses`` maps each other loss key ("load_balancing_loss", "mtp_1 loss") to its column.
-    """
-
-    iteration: np.ndarray
-    train_iters: np.ndarray
-    step_ms: np.ndarray
-    tflops: np.ndarray
-    lm_loss: np.ndarray
-    grad_norm: np.ndarray
-    skipped: np.ndarray
-    nan_iterations: np.ndarray
-    global_batch_size: np.ndarray
-    nonfinite: np.ndarray  # bool: the line printed nan or inf in some field
-    extra_losses: dict[str, np.ndarray] = field(default_factory=dict)
-    partial: np.ndarray | None = None  # bool: read from the head of a line another print was glued to (its later
-    # fields are unknown, not missing); None: no such row
-
-    def __len__(self) -> int:
-        return int(self.iteration.size)
-
-
-@dataclass(frozen=True, slots=True)
-class IterationRecord:
-    """One parsed iteration line (ms, TFLOP/s/GPU; None when the line lacks the field)."""
-
-    iteration: int
-    train_iters: int
-    step_ms: float
-    tflops: float | None
-    lm_loss: float | None
-    grad_norm: float | None
-    skipped: int | None
-    nan_iterations: int | None
-    global_batch_size: int | None
-    losses: dict[str, float]
-    timestamp: str | None
-
-
-@dataclass(frozen=True, eq=False)
-class ParsedLog:
-    """What the parser keeps from one run's log files (all restarts, in order).
-
-    ``peak_mem_gb``: the largest max-allocated value over all memory lines and ranks (GB as logged; MB/1024).
-    ``tflops_source``: "iteration_line", "step_time_line", "mixed" or None when throughput logging was off.
-    ``step_time_lines``: the Bridge ``Step Time`` lines read. Once every iteration line so far carries its own
-    throughput, later chunks' Step Time lines add nothing and are skipped unread, so on a long log this is a lower
-    bound of the lines present, not a count of them.
-    Offsets are byte positions in the concatenation of ``files``.
-    """
-
-    files: tuple[str, ...]
-    series: IterationSeries
-    train_iters: int | None
-    peak_mem_gb: float | None
-    memory_lines: int
-    config: dict[str, str]
-    markers: tuple[Marker, ...]
-    marker_counts: dict[str, int]
-    first_iteration_offset: int | None
-    last_iteration_offset: int | None
-    first_timestamp: str | None
-    last_timestamp: str | None
-    damaged_lines: int
-    step_time_lines: int
-    tflops_source: str | None
-    restart_first_iterations: tuple[int, ...]
-    bytes_read: int
-    notes: tuple[str, ...]
-    unreadable: tuple[str, ...]
-
-    @property
-    def recognized(self) -> bool:
-        """True when anything Megatron-like was found (iterations, Step Time, memory, config or a marker)."""
-        return bool(len(self.series) or self.step_time_lines or self.memory_lines or self.config or self.markers)
-
-    def markers_of(self, *kinds: str) -> list[Marker]:
-        """The kept markers of the given kinds, in log order."""
-        return [m for m in self.markers if m.kind in kinds]
-
 
 
 def _series(scanner: Scanner) -> tuple[IterationSeries, str | None]:

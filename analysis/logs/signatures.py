@@ -19,6 +19,9 @@ from __future__ import annotations
 
 FAMILIES: dict[str, dict[str, object]] = {
     "dispatcher_fallback": {"retriable": False, "about": "the flex backend was not used: the variant is not its label"},
+    "launch": {"retriable": False, "about": "the launch layer below Python: a container that fails to import or "
+                                            "start (pyxis, enroot), a SPANK plugin, the prolog/epilog, the exec of "
+                                            "the program; and the launcher's own RPC errors, which stop nothing"},
     "dispatcher_kernel": {"retriable": False, "about": "DeepEP/HybridEP kernel or set-up failure (assertion, CUDA "
                                                      "error, NVSHMEM bootstrap, package missing, capacity)"},
     "dispatcher_timeout": {"retriable": True, "about": "DeepEP/HybridEP CPU- or GPU-side timeout"},
@@ -47,6 +50,40 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
     ("dispatcher_fallback", "dispatcher_fallback", ("falling back to alltoall",),
      r"(?i)falling back to alltoall",
      "NVIDIA-NeMo/Megatron-Bridge issue 5992; src/megatron/bridge/training/flex_dispatcher_backend.py"),
+    # ---- the launch layer: the run never reached Python (its lines come from slurmstepd/srun, pyxis, enroot)
+    ("launch", "launch_failure", ("pyxis: ", "enroot"),
+     r"(?i)\bpyxis: +(?:\[ERROR\]|.*\b(?:fail(?:ed|ure)?|couldn't|could not|unable to|error code)\b)"
+     r"|\benroot(?:-[\w-]+)?: (?:\[ERROR\]|error|.*\bfailed\b)",
+     "NVIDIA/pyxis src/pyxis_slurmstepd.c ('pyxis: failed to import docker image', 'pyxis: couldn't start "
+     "container', 'container start failed with error code'); NVIDIA/enroot ('enroot-switchroot: failed to "
+     "execute'); pyxis issues 61, 62, 78"),
+    ("launch", "launch_failure", ("spank",),
+     r"(?i)\bspank: .*\b(?:failed|error)\b|Failed to invoke spank plugin stack",
+     "SchedMD/slurm src/common/spank.c ('spank: required plugin %s: %s() failed with rc=%d', "
+     "'Failed to invoke spank plugin stack')"),
+    ("launch", "launch_failure", ("prolog", "epilog"),
+     r"(?i)\b(?:job |task )?(?:prolog|epilog)(?:_slurmctld)?\b.{0,40}\b(?:failed|error)\b",
+     "SchedMD/slurm src/common/slurm_errno.c (ESLURMD_PROLOG_FAILED 'Job prolog failed', ESLURMD_EPILOG_FAILED)"),
+    ("launch", "launch_failure", ("execve(): ", "task launch for ", "application launch failed",
+                                  "unable to create step", "unable to allocate resources", "command not found",
+                                  "no such file or directory", "permission denied"),
+     r"execve\(\): .*: (?:No such file or directory|Permission denied|Exec format error)"
+     r"|Task launch for StepId=\S+ failed on node|Application launch failed"
+     r"|(?:srun|sbatch|salloc): error: Unable to (?:create step for job|allocate resources)"
+     r"|(?:\b(?:bash|sh|zsh)|\S*slurm_script|\S+\.sh)(?:: line \d+)?: (?:\S*/)?(?:python[\d.]*|torchrun|srun|nsys"
+     r"|\S+\.(?:sh|py)): "
+     r"(?:command not found|No such file or directory|Permission denied)",
+     "SchedMD/slurm src/slurmd/slurmstepd/exec (execve(): %s: %m), src/srun/launch ('Task launch for StepId=%s "
+     "failed on node %s: %s', 'Application launch failed: %s', 'Unable to create step for job %u: %m'); "
+     "bash ('<name>: command not found') for the job script's own command"),
+    # slurmstepd's and srun's own RPC errors while a step ends (a controller or srun already gone): no failure of
+    # the run, and no NCCL error (first entry wins, so they come before the network family's "connection refused")
+    ("launch", "slurm_rpc_error", ("failed to send message_", "slurm_receive_msg", "connection refused",
+                                   "socket timed out", "transport endpoint", "unable to ", "connection reset by peer"),
+     r"(?:slurmstepd|srun|slurmd|salloc)(?:\[\d+\])?: error: (?:Failed to send MESSAGE_\w+|slurm_receive_msgs?\b"
+     r"|Unable to \w+|.*\b(?:Connection refused|Socket timed out|Transport endpoint is not connected"
+     r"|Connection reset by peer))",
+     "SchedMD/slurm src/slurmd/slurmstepd/mgr.c ('Failed to send MESSAGE_TASK_EXIT: %m'), src/common/slurm_protocol_api.c"),
     # ---- dispatcher kernels and set-up
     ("dispatcher_kernel", "flex_kernel_assertion", ("assertion failed: ",),
      r"Assertion failed: (?P<location>[^\s,]*(?:csrc/kernels|deep_?ep|DeepEP|hybrid_?ep|internode|intranode)[^\s,]*)"
@@ -67,6 +104,11 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"|unspecified launch failure)|(?:illegal memory access|illegal address|misaligned address|device-side assert"
      r"|unspecified launch failure).*" + _DISP,
      "deepseek-ai/DeepEP issues 205, 283 (illegal memory access in internode dispatch)"),
+    # NVSHMEM's settings dump (NVSHMEM_INFO=1: "NVSHMEM_ENABLE_ERROR_CHECKS false (type: bool, default: false)"):
+    # option names, not errors (first entry wins, so it comes before nvshmem_init)
+    ("dispatcher_kernel", "nvshmem_config", ("(type: ",),
+     r"NVSHMEM_\w+ .*\(type: \w+, default: ",
+     "NVSHMEM env info dump (nvshmem src/host/util/env_vars, printed with NVSHMEM_INFO=1); DeepEP issue 289"),
     ("dispatcher_kernel", "nvshmem_init", ("nvshmem",),
      r"(?i)nvshmem\w*.*(?:error|fail|abort)|(?:error|fail).*nvshmem",
      "NVSHMEM bootstrap (nvshmemi_bootstrap, nvshmem_init) as DeepEP internode / HybridEP report it"),
@@ -165,6 +207,13 @@ SIGNATURES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
      r"(?i)illegal memory access|illegal address|misaligned address|unspecified launch failure"
      r"|illegal instruction was encountered|CUBLAS_STATUS_EXECUTION_FAILED|cudaError\w+|CUDA error: |CUDA_ERROR_\w+",
      "CUDA runtime error strings (cudaGetErrorString) as PyTorch's C10_CUDA_CHECK prints them"),
+    # the forms that carry a CUDA cause inside another library's error (analysis.logs.codes decodes them): NCCL's
+    # "Cuda failure '<string>'" and "Failed to CUDA calloc", NVSHMEM's "cuda failed with" and a CUDA call's status
+    ("cuda", "cuda_error", ("cuda failure", "failed to cuda", "cuda failed with", "non-zero status: "),
+     r"(?i)Cuda failure (?:\d+ )?'[^']*'|Failed to CUDA (?:calloc|malloc|host alloc)|cuda failed with "
+     r"|non-zero status: -?\d+ cu\w+ failed",
+     "NVIDIA/nccl src/include/alloc.h, checks.h (CUDACHECK 'Cuda failure %d '%s''); nvshmem util.h "
+     "(NVSHMEMI_NZ_ERROR_JMP 'non-zero status: %d'); NVIDIA/nccl issue 1235"),
     # ---- NCCL / network
     ("network", "nccl_timeout", ("watchdog caught collective operation timeout", "worknccl(seqnum="),
      r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=\d+.*Timeout\(ms\)",

@@ -104,7 +104,7 @@ def test_scanner_with_locate_equals_the_regex_path(monkeypatch: pytest.MonkeyPat
     lines = [iteration_line(i, 100, step_ms=500.0 + i) for i in range(1, 300)]
     lines[150:150] = [memory_gb(150, 2.5), "iteration  151 of nothing", memory_mb(150, 4096.0)]
     with_locate = parse_lines(lines)
-    monkeypatch.setattr("analysis.logs.bulkregion.locate", lambda *a: None)
+    monkeypatch.setattr("analysis.logs.scanner.locate", lambda *a: None)
     regex = parse_lines(lines)
     for name in ("iteration", "train_iters", "step_ms", "lm_loss", "grad_norm", "nonfinite"):
         assert np.array_equal(getattr(with_locate.series, name), getattr(regex.series, name), equal_nan=True), name

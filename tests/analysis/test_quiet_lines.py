@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.logs import bulkregion, markers, parse
+from analysis.logs import markers, parse, scanner
 from tests.analysis.synth import iteration_line
 
 
@@ -44,7 +44,7 @@ def test_quiet_lines_give_the_full_scan(case: dict, tmp_path: Path, monkeypatch:
     monkeypatch.setattr(markers, "marker_rows", spy)
     got = parse.parse_files([path])
     with monkeypatch.context() as m:
-        m.setattr(bulkregion, "_quiet", lambda layout: False)
+        m.setattr(scanner, "_quiet", lambda layout: False)
         full = parse.parse_files([path])
     assert _markers(got) == _markers(full)
     assert got.marker_counts.get("nccl_error", 0) + sum(got.marker_counts.values()) > 0

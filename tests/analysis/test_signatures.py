@@ -49,6 +49,8 @@ EXPECTED = {
     "c_assertion.log": ("failed", "assertion"),
     "python_exception.log": ("failed", "traceback"),
     "dispatcher_fallback.log": ("invalid_variant", "dispatcher_fallback"),
+    "pyxis_container_start.log": ("failed", "launch_failure"),
+    "nccl_cuda_failure_oom.log": ("failed", "cuda_oom"),
 }
 
 

@@ -1,7 +1,10 @@
 """The import structure: contracts at the bottom, launchers and analysis above it knowing only the contracts,
 experiments (planner and conductor) on top; the payload imports only contracts and itself; no import circles,
 function-level imports included. Inside analysis/, rooms on floors of their own (:data:`ANALYSIS_FLOORS`): each
-sub-package imported through its face, no private name crossing a room."""
+sub-package imported through its face, no private name crossing a room; and module by module, no chain of imports
+longer than :data:`MAX_ANALYSIS_FLOORS` modules (:func:`module_floors`).
+
+``python tests/contracts/test_floors.py`` prints each analysis module's floor and the longest chain."""
 
 from __future__ import annotations
 
@@ -14,13 +17,14 @@ FLOOR = {"contracts": 0, "launchers": 1, "analysis": 1, "experiments": 2}
 # the rooms of analysis/ (a sub-package is one room, a top-level module another) and their floors: an import goes
 # down a floor or stays in its room, never up, never sideways (judge and measure know nothing of each other)
 ANALYSIS_FLOORS = {
-    "analysis": 0, "analysis.options": 0, "analysis.files": 0, "analysis.console": 0, "analysis.reportset": 0,
+    "analysis": 0, "analysis.options": 0, "analysis.files": 0, "analysis.console": 0,
     "analysis.logs": 1,
     "analysis.judge": 2, "analysis.measure": 2,
     "analysis.analyze": 3, "analysis.render": 3, "analysis.plots": 3, "analysis.history": 3,
-    "analysis.api": 4,
-    "analysis.report": 5,
+    "analysis.reportset": 4,
+    "analysis.api": 5, "analysis.report": 5,
 }
+# module by module: the most modules one chain of imports inside analysis/ may pass through (see module_floors)
 MAX_ANALYSIS_FLOORS = 7
 
 
@@ -98,6 +102,85 @@ def _room(module: str) -> str:
     if module.startswith("analysis"):
         return ".".join(module.split(".")[:2])
     return module.rpartition(".")[0] or module
+
+
+def _analysis_modules(graph: dict[str, set[str]], modules: dict[str, Path]) -> dict[str, set[str]]:
+    """The import graph between the modules of analysis/ (``graph`` as :func:`_graph` reads it: module level and
+    inside functions, a name taken from a face counted as its module). A package with a face (its ``__init__``)
+    counts as the modules its face re-exports: it imports each of them."""
+    out = {m: {d for d in deps if d.startswith("analysis")} for m, deps in graph.items() if m.startswith("analysis")}
+    for package, table in _faces(modules).items():
+        if package in out:
+            out[package] |= set(table.values())
+    return out
+
+
+def module_floors(graph: dict[str, set[str]]) -> tuple[dict[str, int], list[str]]:
+    """Each module's floor and the longest chain of imports, in an acyclic ``graph`` (``{module: imported}``).
+
+    A module's floor is the number of modules on the longest chain of imports that starts at it: 1 for a module
+    that imports none of ``graph``, else one more than the highest floor among those it imports. The highest floor
+    is how many floors the graph stands on; the chain returned (top module first) reaches it.
+
+    Raises:
+        ValueError: ``graph`` has an import circle (no floors then; :func:`test_no_import_circles` names it).
+    """
+    floor: dict[str, int] = {}
+    busy: set[str] = set()
+
+    def visit(m: str) -> int:
+        if m in floor:
+            return floor[m]
+        if m in busy:
+            raise ValueError(f"import circle through {m}")
+        busy.add(m)
+        floor[m] = 1 + max((visit(d) for d in graph.get(m, ())), default=0)
+        busy.discard(m)
+        return floor[m]
+
+    for m in sorted(graph):
+        visit(m)
+    chain = [max(sorted(floor), key=floor.__getitem__)] if floor else []
+    while chain and graph.get(chain[-1]):
+        chain.append(max(sorted(graph[chain[-1]]), key=floor.__getitem__))
+    return floor, chain
+
+
+def test_analysis_modules_stand_on_at_most_seven_floors() -> None:
+    """Module by module, the longest chain of imports inside analysis/ passes through at most 7 modules."""
+    modules = _modules()
+    floor, chain = module_floors(_analysis_modules(_graph(), modules))
+    assert len(chain) == max(floor.values())
+    assert len(chain) <= MAX_ANALYSIS_FLOORS, (
+        f"analysis/ stands on {len(chain)} floors (at most {MAX_ANALYSIS_FLOORS}): " + " -> ".join(chain))
+
+
+def test_the_floor_count_sees_a_long_chain_and_a_face(tmp_path: Path) -> None:
+    """The count can fail: eight modules in a chain stand on eight floors, a face counts as the modules it
+    re-exports, and a circle has no floors."""
+    chain = [f"analysis.m{i}" for i in range(8)]
+    graph = {m: {below} for m, below in zip(chain, chain[1:], strict=False)} | {chain[-1]: set()}
+    floor, longest = module_floors(graph)
+    assert longest == chain and floor[chain[0]] == 8 > MAX_ANALYSIS_FLOORS
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "__init__.py").write_text('__getattr__, __all__ = face(__name__, {"parse": ("parse_files",)})\n')
+    (tmp_path / "logs" / "parse.py").write_text("from analysis.logs.records import ParsedLog\n")
+    (tmp_path / "logs" / "records.py").write_text("class ParsedLog: ...\n")
+    (tmp_path / "api.py").write_text("import analysis.logs\n")
+    modules = {"analysis": tmp_path / "a.py", "analysis.logs": tmp_path / "logs" / "__init__.py",
+               "analysis.logs.parse": tmp_path / "logs" / "parse.py",
+               "analysis.logs.records": tmp_path / "logs" / "records.py", "analysis.api": tmp_path / "api.py"}
+    (tmp_path / "a.py").write_text("")
+    faces = _faces(modules)
+    graph = _analysis_modules({m: _imports(p, modules, faces) - {m} for m, p in modules.items()}, modules)
+    assert graph["analysis.logs"] == {"analysis.logs.parse"}
+    assert module_floors(graph)[1] == ["analysis.api", "analysis.logs", "analysis.logs.parse", "analysis.logs.records"]
+    try:
+        module_floors({"analysis.a": {"analysis.b"}, "analysis.b": {"analysis.a"}})
+    except ValueError as e:
+        assert "circle" in str(e)
+    else:
+        raise AssertionError("a circle was given floors")
 
 
 def _analysis_rooms() -> dict[str, set[str]]:
@@ -228,3 +311,10 @@ def test_the_checker_sees_a_bypassed_face_and_a_private_name(tmp_path: Path) -> 
     assert _imports(good, modules, faces) == {"analysis.logs.parse"}
     found = _outside_faces(bad, "analysis.judge", modules, faces)
     assert len(found) == 2 and any("not on the face" in f for f in found)
+
+
+if __name__ == "__main__":
+    _found, _chain = module_floors(_analysis_modules(_graph(), _modules()))
+    for _m in sorted(_found, key=lambda m: (_found[m], m)):
+        print(_found[_m], _m)
+    print(f"{len(_chain)} floors (at most {MAX_ANALYSIS_FLOORS}): " + " -> ".join(_chain))
