@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +193,8 @@ def _sweep_info(manifest: Manifest, runs: list[RunResult] | tuple[RunResult, ...
     info["attempt_commits"] = [{"git_sha": sha, "attempts": names} for sha, names in commits.items()]
     info["warnings"] = list(dict.fromkeys(manifest.warnings))
     info["stages"] = [s.to_json() for s in manifest.stages]
+    if manifest.extra.get("conformance"):  # the stack's own unit tests (experiments/conformance.py)
+        info["conformance"] = manifest.extra["conformance"]
     outcomes: dict[str, list[str]] = {}
     for r in runs:
         outcomes.setdefault(r.variant, []).append(str(r.status))
@@ -205,10 +207,13 @@ def _sweep_info(manifest: Manifest, runs: list[RunResult] | tuple[RunResult, ...
 
 
 def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Options | None = None,
-                  write_run_json: bool = True, now: float | None = None) -> Summary:
+                  write_run_json: bool = True, now: float | None = None,
+                  noise_prior: Callable[[Manifest, list[str]], Any] | None = None) -> Summary:
     """Analyse a sweep folder: one RunResult per (variant, repeat) (its latest attempt), comparisons inside each
     group, per-backend failure rates. Writes ``run.json`` into every attempt folder unless ``write_run_json`` is
-    False. Raises UsageError when ``sweep_dir`` has no readable manifest.json."""
+    False. ``noise_prior(manifest, notes)``: the nightly prior on the run-to-run noise of a ``repeats=auto``
+    sweep (:func:`analysis.api.nightly_prior`; it may add a note), used when the design states none. Raises
+    UsageError when ``sweep_dir`` has no readable manifest.json."""
     options = options or Options(warmup=warmup)
     sd = SweepDir(Path(sweep_dir))
     try:
@@ -222,6 +227,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
     signal = _asked_signal(manifest.cluster_config)
     held = fixed_cost.held_times(sd.conductor_json)
     costs: list[fixed_cost.FixedCost | None] = []
+    sizes: list[int | None] = []  # each attempt's GPUs (world size), for its GPU-seconds
     for entry in manifest.variants:
         v = entry.variant
         try:
@@ -267,6 +273,7 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, held=held.get(ref.task),
                             **common)
             costs.append(fixed_cost.FixedCost.from_json(r.fixed_cost))
+            sizes.append(r.config.world_size)
             if breakdown:
                 r = _replace(r, step_breakdown=breakdown)
             hours = gpu_hours_of(manifest, v.name, a)
@@ -281,6 +288,10 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
                              + (f": {r.reason})" if r.reason else ")"))
     design_doc = manifest.design or None
     design = Design.from_manifest(design_doc, options.practical_threshold)
+    if design.adaptive and design.prior is None and noise_prior is not None:
+        design = _replace(design, prior=noise_prior(manifest, notes))
+        if design.prior is not None and design_doc is not None:
+            design_doc = {**design_doc, "noise_prior": design.prior.to_json()}
     comparisons = compare_all(runs, tolerance=options.tolerance, n_boot=options.n_boot, seed=options.seed,
                               design=design)
     if not any(r.role == "baseline" for r in runs):
@@ -291,8 +302,13 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
 
     bound = bound_report(manifest.extra.get("bound"), runs, comparisons)
     gpu_time = fixed_cost.total(costs)
+    gpu_json = gpu_time.to_json() if gpu_time else None
+    cost = fixed_cost.verdict_cost(((c.held_s if c else None, g) for c, g in zip(costs, sizes, strict=True)),
+                                   [c.verdict for c in comparisons])
+    if gpu_json is not None and cost is not None:
+        gpu_json["verdicts"] = cost
     return Summary(_sweep_info(manifest, runs), tuple(runs), comparisons, backend_rates(runs), tuple(notes),
-                   tuple(drift(runs)), design_doc, gpu_time.to_json() if gpu_time else None, bound)
+                   tuple(drift(runs)), design_doc, gpu_json, bound)
 
 
 def gpu_hours_of(manifest: Manifest, variant: str, attempt: Any) -> dict[str, Any] | None:

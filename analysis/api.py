@@ -18,10 +18,21 @@ from analysis.reportset import print_summary, write_report
 from contracts.sweepdir import SweepDir
 
 if TYPE_CHECKING:  # at run time they come from __getattr__ below, on first use
-    from analysis.analyze import analyze_files, analyze_sweep, is_sweep_folder
+    from analysis.analyze import analyze_files, is_sweep_folder
 
 __all__ = ["Options", "Summary", "UsageError", "analyze_files", "analyze_sweep", "is_sweep_folder", "print_summary",
            "report_sweep", "write_report"]
+
+
+def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Options | None = None,
+                  write_run_json: bool = True, now: float | None = None) -> Summary:
+    """:func:`analysis.analyze.analyze_sweep` with the nightly prior of a ``repeats=auto`` sweep
+    (:func:`analysis.history.api.nightly_prior`)."""
+    from analysis import analyze
+    from analysis.history import nightly_prior
+
+    return analyze.analyze_sweep(Path(sweep_dir), warmup, options=options, write_run_json=write_run_json, now=now,
+                                 noise_prior=nightly_prior)
 
 
 def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path | None = None,
@@ -32,19 +43,17 @@ def report_sweep(sweep_dir: Path, options: Options | None = None, *, out: Path |
     Raises:
         UsageError: the folder has no readable manifest, or an option is out of range.
     """
-    from analysis.analyze import analyze_sweep
-
     summary = analyze_sweep(Path(sweep_dir), options=options, write_run_json=write and out is None)
     if write:
         write_report(summary, out or SweepDir(Path(sweep_dir)).report)
     return summary
 
 
-_LAZY = ("analyze_files", "analyze_sweep", "is_sweep_folder")
+_LAZY = ("analyze_files", "is_sweep_folder")
 
 
 def __getattr__(name: str) -> Any:
-    """``analyze_files``, ``analyze_sweep`` and ``is_sweep_folder`` come from :mod:`analysis.analyze` on first use
+    """``analyze_files`` and ``is_sweep_folder`` come from :mod:`analysis.analyze` on first use
     (PEP 562): importing this module for ``Options`` or ``Summary`` does not import scipy (about 1 s), which
     ``action=status`` and the plan never use."""
     if name in _LAZY:

@@ -144,6 +144,12 @@ def gpu_time_blocks(summary: Summary) -> list[Block]:
         blocks.append(Block("p", f"GPU time measuring steps: {100 * share:.1f}% ({_f(g.get('steps_s'))} s of steady "
                                  f"steps in {_f(g.get('held_s'))} s that {g.get('runs')} run(s) held their GPUs; "
                                  "the rest is each run's fixed cost, paid again by every run)."))
+    cost = g.get("verdicts")
+    if cost:
+        per = cost.get("gpu_s_per_decided")
+        blocks.append(Block("p", f"GPU-seconds per decided verdict: {'-' if per is None else _f(per)} "
+                                 f"({_f(cost.get('gpu_s'))} GPU-s held by every run, fixed cost included, for "
+                                 f"{cost.get('decided')} decided of {cost.get('verdicts')} verdict(s))."))
     rows = []
     for r, fc in runs:
         pct = fc.get("steps_share")
@@ -164,9 +170,15 @@ def reference_blocks(summary: Summary) -> list[Block]:
     if b is None:
         return []
     out = [Block("h2", "Published baseline (NVIDIA Megatron-Bridge performance summary)")]
+    row = b.sweep.reference
+    if row:
+        out.append(Block("p", f"matched row ({b.sweep.precision or row.get('precision')}): "
+                              f"{row.get('published_model', row.get('model'))} on {row.get('gpus')} x "
+                              f"{row.get('gpu')}, {row.get('precision')}, {row.get('container')}: "
+                              f"{row.get('tflops_per_gpu')} TFLOP/s/GPU ({row.get('source')})"))
     out.extend(Block("p", c.text()) for c in b.reference)
+    out.extend(Block("p", line) for line in (b.sweep.core_recipes or []))
     if not b.reference:
-        row = b.sweep.reference
         out.append(Block("p", "no timed baseline to compare with " + (
             f"the published {row.get('tflops_per_gpu')} TFLOP/s/GPU ({row.get('source')})" if row else
             "a published row")))
@@ -298,6 +310,29 @@ def plan_blocks(sw: dict) -> list[Block]:
             (g["variant"], str(g["stage"]), g["status"], g.get("reason") or (
                 "pruned at plan time: no gate decides it" if g["status"] == "pruned" else "gate not evaluated yet"))
             for g in sw["gates"])))
+    out.extend(conformance_blocks(sw.get("conformance")))
+    return out
+
+
+def conformance_blocks(doc: dict | None) -> list[Block]:
+    """The stack's own unit tests (``conformance=true``): each suite's status, what it covers, and every test's
+    outcome (manifest ``conformance``, written by experiments/conductor/conformance.py)."""
+    if not doc:
+        return []
+    out = [Block("h2", "Conformance (the stack's own tests)"),
+           Block("p", f"folder {doc.get('dir')}; " + ("not run yet" if doc.get("status") == "planned" else
+                                                        "run in the run's container before the arms"))]
+    rows = []
+    for s in doc.get("suites") or []:
+        tests = s.get("tests") or {}
+        if not tests:
+            rows.append((s.get("name", ""), s.get("file", ""), "-", s.get("status", ""), s.get("why") or ""))
+        for t, o in sorted(tests.items()):
+            rows.append((s.get("name", ""), s.get("file", ""), t, o, ""))
+        if tests and s.get("status") == "failed":
+            rows.append((s.get("name", ""), s.get("file", ""), "(suite)", "failed",
+                         f"gates the {s.get('covers')} arms: {s.get('why') or ''}"))
+    out.append(Block("table", headers=("suite", "file", "test", "outcome", "note"), rows=tuple(rows)))
     return out
 
 

@@ -91,7 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sweeps and args.baseline:
             raise UsageError("--baseline is for loose log files; a sweep's baseline comes from its manifest")
         _check_out(args.out, sweeps)
-        jobs = ([(analyze_sweep(s, options=options, write_run_json=args.out is None), args.out or s / "report")
+        from analysis.history import nightly_prior
+
+        jobs = ([(analyze_sweep(s, options=options, write_run_json=args.out is None, noise_prior=nightly_prior),
+                  args.out or s / "report")
                  for s in sweeps] if sweeps
                 else [(analyze_files(paths, baseline=args.baseline, options=options), args.out or Path("report"))])
     except (_ArgError, UsageError) as exc:

@@ -23,7 +23,12 @@ Designs (baseline A and one arm B per trial, 1 GPU, 70 s start-up per run + the 
   ``analysis.measure.sequential.fixed_states`` (paired t interval, TOST);
 - ``adaptive`` (``repeats=auto``): blocks until ``analysis.measure.sequential.sequential_states`` decides or stops the arm
   (looks from block 2: Kim-DeMets power-family alpha spending with a binding futility boundary per look, see that
-  module), at most ``--max-blocks``.
+  module), at most ``--max-blocks``;
+- ``nightly``: ``repeats=auto`` with the pooled statistic of ``analysis.measure.pooled`` (``pooled_states``): the same
+  difference test, and equivalence judged with a prior on the run-to-run noise learnt (``learn_prior``) from
+  PAST_NIGHTS simulated past A/A nights of the same series at the same drift, so equivalence can be shown from
+  block 1; ``nightly_under``: the same with a prior learnt from nights that drifted UNDER_FACTOR times less than
+  tonight (the prior underestimates tonight's noise).
 
 GPU-hours (1 GPU; a run takes 70 s of start-up plus its steps): an **arm** is one A/B comparison, the arm B and its
 baseline A. The GPU-hours of an arm are those of every run its comparison used, B's runs AND the baseline's runs in
@@ -31,7 +36,8 @@ the same blocks (the baseline runs in every block and counts), up to the block w
 (5 blocks for the fixed designs; an arm that stops early saves both its runs and the baseline's runs of the blocks
 it does not need, as in the sweep when it is the group's last undecided arm). **GPU-h/arm** is their mean over the
 simulated arms at the four injected speedups 0, 3, 5 and 10% (equal numbers of each); **GPU-h/decided arm** is the
-total over those arms divided by the number of them with a verdict (faster, slower or equivalent).
+total over those arms divided by the number of them with a verdict (faster, slower or equivalent);
+**GPU-s/decided** is the same in GPU-seconds (fixed cost included: each run's start-up counts).
 
 Arms per cell: ``--trials`` (20,000) per true speedup above 0; the A/A cells of the fixed and adaptive designs have
 ``--aa-trials`` (1,000,000: Monte Carlo standard error ~0.02 points, so that "<= 5%" can be read off the printed
@@ -45,8 +51,11 @@ then, at ``--drift``, per design: A/A false positives, detection rate (verdict f
 shown equivalent, the share decided and GPU-hours per arm and per decided arm, and the adaptive design's GPU-hours
 against the fixed ones at each speedup. Last line: ``A/A false positive X%; power 5%: Y% (fixed: Z%); GPU-hours vs
 fixed: R``, for the adaptive design at ``--drift``, where Z is the power of the 5 fixed interleaved blocks and R the
-adaptive design's GPU-h/arm over theirs; the line before it gives X's Monte Carlo standard error. 50-70 s on 2
-cores.
+adaptive design's GPU-h/arm over theirs; the line before it gives X's Monte Carlo standard error. Then the
+nightly design against today's ``repeats=auto`` by drift scale (A/A false positives with a right prior and with
+one too low, power at 5%, GPU-seconds per decided verdict), and the very last line: ``GPU-seconds per decided
+verdict: nightly N s vs today's repeats=auto T s (R x; power 5% P% vs Q%); nightly A/A false positives by drift
+...; prior too low: ...``. About 5 minutes on 2 cores.
 
 The simulation runs as a whole process of each tree (benchmarks/harness.py ``in_trees``: this script with
 ``--in-tree``, importing that tree's decision code); each tree's output is printed, then the wall and CPU time of
@@ -79,6 +88,10 @@ except ImportError:  # a tree from before analysis/ stood in rooms
     from analysis.compare import speedup_from_run_medians, verdict_of
     from analysis.sequential import EQUIVALENT, FASTER, SLOWER, fixed_states, sequential_states
     from analysis.stats import default_warmup
+try:
+    from analysis.measure.pooled import learn_prior, pooled_states
+except ImportError:  # a tree from before the pooled statistic: its designs are left out
+    learn_prior = pooled_states = None
 from experiments.blocks import block_order  # noqa: E402
 
 EFFECTS = (0.0, 0.03, 0.05, 0.10)
@@ -159,12 +172,57 @@ def _orders(design: str, n: int, blocks: int, seed: int) -> np.ndarray:
     return is_b
 
 
+PAST_NIGHTS = 5  # past nights a nightly prior is learnt from
+PAST_BLOCKS = 3  # blocks of each past night (an A/A of the series: df 2 each)
+PRIOR_POOL = 200  # priors learnt per drift scale; the trials use them cyclically
+UNDER_FACTOR = 4.0  # "--underestimate": the past nights drifted this many times less than tonight
+
+
+def block_log_ratios(effect: float, drift_pct: float, n: int, blocks: int, iters: int, cv: float,
+                     rng: np.random.Generator, is_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(block log-ratios (n, blocks), GPU-hours per run (n, 2 blocks)) of ``n`` simulated A/B arms, A the baseline
+    and B the arm ``effect`` faster, their runs in the orders ``is_b`` on a machine drifting by ``drift_pct``."""
+    step = walk_step(drift_pct, rng)
+    walk = rng.normal(0, step, (n, 2 * blocks - 1)).cumsum(axis=1)
+    machine = np.exp(np.concatenate([np.zeros((n, 1)), walk], axis=1))
+    med, hours = run_medians(machine / np.where(is_b, 1 + effect, 1.0), iters, cv, rng)
+    a = np.where(is_b, np.nan, med).reshape(n, blocks, 2)
+    b = np.where(is_b, med, np.nan).reshape(n, blocks, 2)
+    return np.log(np.nanmax(a, axis=2) / np.nanmax(b, axis=2)), hours
+
+
+@lru_cache(maxsize=32)
+def priors(drift_pct: float, iters: int, cv: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(d0, s0^2) of PRIOR_POOL nightly priors (analysis.measure.pooled.learn_prior), each learnt from PAST_NIGHTS simulated
+    A/A nights of PAST_BLOCKS interleaved blocks at ``drift_pct``: the variance of each night's block log-ratios
+    with PAST_BLOCKS - 1 degrees of freedom."""
+    rng = np.random.default_rng(seed)
+    n = PRIOR_POOL * PAST_NIGHTS
+    is_b = _orders("fixed", min(n, ORDER_POOL), PAST_BLOCKS, seed)[np.arange(n) % min(n, ORDER_POOL)]
+    d, _ = block_log_ratios(0.0, drift_pct, n, PAST_BLOCKS, iters, cv, rng, is_b)
+    var = d.var(axis=1, ddof=1).reshape(PRIOR_POOL, PAST_NIGHTS)
+    got = [learn_prior([(v, PAST_BLOCKS - 1) for v in row]) for row in var]
+    return np.array([p.df for p in got]), np.array([p.var for p in got])
+
+
+@lru_cache(maxsize=32)
+def within_floor(iters: int, cv: float) -> float:
+    """The within-run variance of a block log-ratio: twice the variance of one run's log median (the model's exact
+    order-statistic distribution, 200,000 draws), the floor the pooled statistic uses."""
+    warm = default_warmup(iters)
+    return 2 * float(np.var(_median_noise((200_000,), iters - warm, cv, np.random.default_rng(1))))
+
+
 def simulate(design: str, effect: float, drift_pct: float, trials: int, blocks: int, iters: int, cv: float,
              seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(state per trial, GPU-hours per trial) of one design at one true speedup, in chunks of CHUNK trials."""
+    """(state per trial, GPU-hours per trial) of one design at one true speedup, in chunks of CHUNK trials.
+    ``nightly``: the pooled statistic with a prior learnt from past nights at the same drift; ``nightly_under``:
+    a prior learnt from nights that drifted UNDER_FACTOR times less (it underestimates tonight's noise)."""
     rng = np.random.default_rng(seed)
+    if design.startswith("nightly"):
+        return _simulate_nightly(design, effect, drift_pct, trials, blocks, iters, cv, seed, rng)
     step = walk_step(drift_pct, rng)
-    orders = _orders(design, min(trials, ORDER_POOL), blocks, seed)
+    orders = _orders(design if design == "sequential" else "fixed", min(trials, ORDER_POOL), blocks, seed)
     states, hours = [], []
     for start in range(0, trials, CHUNK):
         n = min(CHUNK, trials - start)
@@ -175,6 +233,25 @@ def simulate(design: str, effect: float, drift_pct: float, trials: int, blocks: 
                        blocks)
         states.append(s)
         hours.append(h)
+    return np.concatenate(states), np.concatenate(hours)
+
+
+def _simulate_nightly(design: str, effect: float, drift_pct: float, trials: int, blocks: int, iters: int, cv: float,
+                      seed: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`simulate` for the pooled statistic with a nightly prior (analysis.measure.pooled.pooled_states)."""
+    past = drift_pct / (UNDER_FACTOR if design == "nightly_under" else 1.0)
+    d0, s0 = priors(past, iters, cv, seed % 1000 + 7)
+    orders = _orders("fixed", min(trials, ORDER_POOL), blocks, seed)
+    states, hours = [], []
+    for start in range(0, trials, CHUNK):
+        n = min(CHUNK, trials - start)
+        is_b = orders[np.arange(start, start + n) % len(orders)]
+        d, h = block_log_ratios(effect, drift_pct, n, blocks, iters, cv, rng, is_b)
+        pick = np.arange(start, start + n) % PRIOR_POOL
+        s, look, _ = pooled_states(d, blocks, prior=(d0[pick], s0[pick]), within=within_floor(iters, cv))
+        used = np.where(look > 0, look, blocks)
+        states.append(s)
+        hours.append(h.cumsum(axis=1)[np.arange(n), 2 * used - 1])
     return np.concatenate(states), np.concatenate(hours)
 
 
@@ -206,7 +283,8 @@ def table(drift_pct: float, trials: int, max_blocks: int, iters: int, cv: float,
     The A/A cell has ``aa_trials`` arms (the sequential design: AA_FACTOR x ``trials``); GPU-h/arm weighs the four
     effects equally. ``full=False``: the sequential design at s = 0 only (its power is mostly false positives)."""
     out = {}
-    for design, blocks in (("sequential", 5), ("fixed", 5), ("adaptive", max_blocks)):
+    for design, blocks in (("sequential", 5), ("fixed", 5), ("adaptive", max_blocks), ("nightly", max_blocks),
+                           ("nightly_under", max_blocks)):
         row: dict = {"decided": 0.0, "hours_by_effect": []}
         for i, effect in enumerate(EFFECTS if design != "sequential" or full else EFFECTS[:1]):
             n = trials if effect else (AA_FACTOR * trials if design == "sequential" else aa_trials)
@@ -222,6 +300,7 @@ def table(drift_pct: float, trials: int, max_blocks: int, iters: int, cv: float,
         row["hours_per_arm"] = float(np.mean(row["hours_by_effect"]))
         row["decided_share"] = row["decided"] / len(EFFECTS)
         row["hours_per_decided"] = row["hours_per_arm"] / max(row["decided_share"], 1e-9)
+        row["gpu_s_per_decided"] = 3600 * row["hours_per_decided"]
         out[design] = row
     return out
 
@@ -321,16 +400,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{d:>7.1f} {_pct(sq, 1):>15} {_pct(fx):>15} {_pct(ad):>15} {100 * ad['p5']:>15.1f}% / "
               f"{100 * fx['p5']:.1f}% {ad['hours_per_arm'] / fx['hours_per_arm']:>14.2f}  "
               + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in met.items()))
+    print(f"\nThe pooled statistic with a nightly prior (analysis.measure.pooled; prior from {PAST_NIGHTS} past nights of "
+          f"{PAST_BLOCKS} blocks) against today's repeats=auto, by drift scale; 'prior too low': learnt from nights "
+          f"that drifted {UNDER_FACTOR:g}x less than tonight:")
+    print(f"{'drift %':>7} {'nightly A/A':>15} {'prior too low':>15} {'power 5% nightly / today':>25} "
+          f"{'GPU-s/decided nightly / today':>30}")
+    for d, r in by_drift.items():
+        ad, nt, nu = r["adaptive"], r["nightly"], r["nightly_under"]
+        print(f"{d:>7.1f} {_pct(nt):>15} {_pct(nu):>15} {100 * nt['p5']:>16.1f}% / {100 * ad['p5']:.1f}% "
+              f"{nt['gpu_s_per_decided']:>19.0f} / {ad['gpu_s_per_decided']:.0f} s")
     res = table(a.drift, a.trials, a.max_blocks, a.iters, a.cv, a.seed, True, a.aa_trials)
-    print(f"\ndrift {a.drift}%, within-run CV {a.cv:.0%}, {a.iters} iterations per run, {a.trials} arms per true "
+    print(f"\ndrift {a.drift}%, within-run CV {a.cv:.1%}, {a.iters} iterations per run, {a.trials} arms per true "
           f"speedup (A/A: {a.aa_trials}; sequential {AA_FACTOR * a.trials}), adaptive max_blocks={a.max_blocks}; an "
           "arm's GPU-hours include its baseline's runs:")
-    print(f"{'design':>11} {'A/A FP (MC SE)':>15} {'power 3%':>9} {'5%':>6} {'10%':>6} {'A/A equiv.':>10} "
-          f"{'decided':>8} {'GPU-h/arm':>10} {'GPU-h/decided arm':>18}")
+    print(f"{'design':>13} {'A/A FP (MC SE)':>15} {'power 3%':>9} {'5%':>6} {'10%':>6} {'A/A equiv.':>10} "
+          f"{'decided':>8} {'GPU-h/arm':>10} {'GPU-h/decided arm':>18} {'GPU-s/decided':>14}")
     for name, r in res.items():
-        print(f"{name:>11} {_pct(r):>15} {100 * r['p3']:>8.1f}% {100 * r['p5']:>5.1f}% {100 * r['p10']:>5.1f}% "
+        print(f"{name:>13} {_pct(r):>15} {100 * r['p3']:>8.1f}% {100 * r['p5']:>5.1f}% {100 * r['p10']:>5.1f}% "
               f"{100 * r['aa_equivalent']:>9.1f}% {100 * r['decided_share']:>7.1f}% {r['hours_per_arm']:>10.3f} "
-              f"{r['hours_per_decided']:>18.3f}")
+              f"{r['hours_per_decided']:>18.3f} {r['gpu_s_per_decided']:>14.0f}")
     ad, fx = res["adaptive"], res["fixed"]
     ratios = zip(EFFECTS, ad["hours_by_effect"], fx["hours_by_effect"], strict=True)
     print("adaptive GPU-hours vs fixed by true speedup: " + ", ".join(f"{round(100 * e)}%: {h / g:.2f}"
@@ -342,6 +430,13 @@ def main(argv: list[str] | None = None) -> int:
           f"standard error of {100 * ad['fp_se']:.2f} points ({ad['aa_n']} A/A arms)")
     print(f"A/A false positive {100 * ad['fp']:.2f}%; power 5%: {100 * ad['p5']:.1f}% (fixed: {100 * fx['p5']:.1f}%); "
           f"GPU-hours vs fixed: {ad['hours_per_arm'] / fx['hours_per_arm']:.2f}")
+    nt = res["nightly"]
+    print(f"GPU-seconds per decided verdict: nightly {nt['gpu_s_per_decided']:.0f} s vs today's repeats=auto "
+          f"{ad['gpu_s_per_decided']:.0f} s ({nt['gpu_s_per_decided'] / ad['gpu_s_per_decided']:.2f}x; power 5% "
+          f"{100 * nt['p5']:.1f}% vs {100 * ad['p5']:.1f}%); nightly A/A false positives by drift "
+          + ", ".join(f"{d:g}%: {100 * r['nightly']['fp']:.2f}%" for d, r in by_drift.items())
+          + "; prior too low: " + ", ".join(f"{d:g}%: {100 * r['nightly_under']['fp']:.2f}%"
+                                            for d, r in by_drift.items()))
     return 0
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts.errors import ConfigError
 
-PAYLOAD_KEYS = ("train_iters", "seed", "hold_s", "hold_at")
+PAYLOAD_KEYS = ("train_iters", "max_iters", "stop_precision", "seed", "hold_s", "hold_at")
 
 
 def _number(key: str, value: Any, *, low: float = 0.0, strict: bool = True) -> None:
@@ -47,15 +47,22 @@ def check_settings(settings: Any) -> None:
 
 
 def check_payload(cfg: dict[str, Any]) -> None:
-    """``payload.*``: ``train_iters`` null or an integer >= 1, ``seed`` an integer, ``hold_s`` s >= 0,
-    ``hold_at`` end|start."""
+    """``payload.*``: ``train_iters`` null, ``auto`` or an integer >= 1, ``max_iters`` (the cap of ``auto``) null or
+    an integer >= 10, ``stop_precision`` (the relative half-width at which ``auto`` stops) in (0, 1), ``seed`` an
+    integer, ``hold_s`` s >= 0, ``hold_at`` end|start."""
     p = dict(cfg.get("payload") or {})
     unknown = sorted(set(p) - set(PAYLOAD_KEYS))
     if unknown:
         raise ConfigError(f"unknown key payload.{unknown[0]}; valid keys of payload: {', '.join(PAYLOAD_KEYS)}")
     it = p.get("train_iters")
-    if it is not None and (isinstance(it, bool) or not isinstance(it, int) or it < 1):
-        raise ConfigError(f"payload.train_iters={it!r} must be an integer >= 1 or null")
+    if it is not None and it != "auto" and (isinstance(it, bool) or not isinstance(it, int) or it < 1):
+        raise ConfigError(f"payload.train_iters={it!r} must be an integer >= 1, auto or null")
+    cap = p.get("max_iters")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 10):
+        raise ConfigError(f"payload.max_iters={cap!r} must be an integer >= 10 or null (the cap of train_iters=auto)")
+    prec = p.get("stop_precision")
+    if prec is not None and (isinstance(prec, bool) or not isinstance(prec, int | float) or not 0 < prec < 1):
+        raise ConfigError(f"payload.stop_precision={prec!r} must be a fraction in (0, 1), e.g. 0.005 for +-0.5%")
     seed = p.get("seed", 1234)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"payload.seed={seed!r} must be an integer")
@@ -147,7 +154,10 @@ def check_warmup(cfg: dict[str, Any], mode: str) -> None:
     """
     if mode != "train":
         return
-    iters = (cfg.get("payload") or {}).get("train_iters") or 30
+    payload = cfg.get("payload") or {}
+    iters = payload.get("train_iters") or 30
+    if iters == "auto":  # the rule stops a run after >= 8 steady steps; its cap must allow them
+        iters = payload.get("max_iters") or 60
     given = (cfg.get("analysis") or {}).get("warmup_iters")
     warm = given if given is not None else max(3, math.ceil(0.1 * iters))
     if iters - warm < MIN_STEADY:

@@ -25,7 +25,7 @@ from experiments.config import ConfigError, suggest
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 KNOB_GROUPS = ("dispatcher", "overlap", "delay_wgrad")
-GROUPS = ("model", "cluster", "container", "sweep") + KNOB_GROUPS
+GROUPS = ("model", "cluster", "container", "sweep", "precision") + KNOB_GROUPS
 ENV_PREFIX = "cluster.env_vars."  # a comma in these values is part of the value (:func:`_env_value_whole`)
 _BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, True: True, False: False}
 

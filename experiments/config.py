@@ -84,6 +84,23 @@ class ModelConfig:
     apply_rope_fusion: bool | None = None
     cross_entropy_loss_fusion: bool | None = None
     cross_entropy_fusion_impl: str | None = None
+    # NCCL EP receive-buffer budget (Megatron-Core 0.19.2 TransformerConfig field); the ncclep flex backend needs it
+    # (token_dispatcher.py:1563) and TransformerConfig refuses it on other backends (transformer_config.py:1692), so
+    # the planner sets it on the ncclep arms only (experiments/expand.py)
+    moe_expert_rank_capacity_factor: float | None = None
+    moe_ncclep_static_shape: bool | None = None
+    # EP-overlap companions (Megatron-Core 0.19.2 transformer_config.py:2759-2776); None = not sent (an older core
+    # has no such field)
+    overlap_dispatch_backward_with_experts_wgrad: bool | None = None
+    ep_overlap_early_attn_memory_release: bool | None = None
+    # token dropping / padding, paged stash and the flex SM counts (transformer_config.py:892, 926-937, 1268);
+    # None = not sent
+    moe_expert_capacity_factor: float | None = None
+    moe_pad_expert_input_to_capacity: bool | None = None
+    moe_paged_stash: bool | None = None
+    moe_flex_dispatcher_num_sms: int | None = None
+    moe_deepep_num_sms: int | None = None
+    moe_hybridep_num_sms: int | None = None
 
     def __post_init__(self) -> None:
         for f in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "moe_ffn_hidden_size",
@@ -109,9 +126,38 @@ class ModelConfig:
         for f in dataclasses.fields(self):
             if f.name in ("name", "recipe", "hf_path"):
                 continue
+            if f.name in NCCLEP_ONLY:  # set on the ncclep arms only (experiments/expand.py)
+                continue
             v = getattr(self, f.name)
+            if v is None and f.name in SENT_WHEN_SET:
+                continue
             out[f.name] = list(v) if isinstance(v, tuple) else v
         return out
+
+
+# ModelConfig fields that only the ncclep arms get: an older Megatron-Core has no such TransformerConfig field, and
+# 0.19.2 refuses the capacity factor on other backends (transformer_config.py:1692-1697)
+NCCLEP_ONLY = ("moe_expert_rank_capacity_factor", "moe_ncclep_static_shape")
+# ModelConfig fields sent to the job only when set: an older Megatron-Core has no such TransformerConfig field
+SENT_WHEN_SET = ("overlap_dispatch_backward_with_experts_wgrad", "ep_overlap_early_attn_memory_release",
+                 "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity", "moe_paged_stash",
+                 "moe_flex_dispatcher_num_sms", "moe_deepep_num_sms", "moe_hybridep_num_sms")
+PRECISIONS = ("bf16", "fp8_cs", "fp8_delayed", "mxfp8", "nvfp4")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Precision:
+    """A training precision (conf/precision/*.yaml): the Megatron-Bridge mixed-precision recipe the payload selects
+    (``mixed_precision``), the Megatron-Core fields it sets (``settings``, merged into every variant's settings),
+    and the precision column of the published rows it matches (``published``)."""
+
+    name: str
+    mixed_precision: str
+    published: str
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        one_of("precision", self.name, PRECISIONS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +173,7 @@ class ContainerProfile:
     megatron_bridge: str | None = None
     deep_ep: str | None = None
     nemo_run: str | None = None
+    tests_dir: str | None = None  # the image's Megatron-Bridge tests/unit_tests (conformance=true runs them)
 
     def versions(self) -> dict[str, str | None]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

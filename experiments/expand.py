@@ -18,15 +18,18 @@ from typing import Any
 from contracts.records import DEFAULT_ALLOW_ADJUST, Variant, variant_name
 from experiments.compose import Composed
 from experiments.config import (
+    NCCLEP_ONLY,
     ClusterConfig,
     ConfigError,
     ContainerProfile,
     ModelConfig,
+    Precision,
     Stage,
     SweepPreset,
     TunnelConfig,
     build,
 )
+from experiments.payload.spec import arm_env
 from experiments.rules import RuleContext, evaluate, fitting_ep, min_world_size, parse_version
 
 # nvidia-smi name fragment -> cluster.gpu_type (FACTS §1 GPU generations)
@@ -44,6 +47,7 @@ class JobSpec:
     gpus_per_node: int
     gpu_type: str | None
     env: dict[str, str] = field(default_factory=dict)
+    precision: Precision | None = None  # conf/precision/: None = bf16
 
 
 @dataclass(frozen=True)
@@ -226,11 +230,12 @@ def expand(composed: Composed, preflight: str = "static") -> Expansion:
         for a in value_axes:
             _set_dotted(cfg, a.key, axes[a.key])
         model = build(ModelConfig, dict(cfg["model"]), "model")
+        precision = load_precision(cfg)
         cluster = _cluster(cfg)
         prof, cw = load_container(cfg, cluster, local_gpus)
         container = container or prof
         warnings.extend(w for w in cw if w not in warnings)
-        job = _job_spec(model, cluster, local_gpus, local_type)
+        job = dataclasses.replace(_job_spec(model, cluster, local_gpus, local_type), precision=precision)
         model, fit_note = fit_local_ep(model, job, local_gpus, composed.overrides)
         if fit_note:
             job = dataclasses.replace(job, model=model)
@@ -256,17 +261,35 @@ def expand(composed: Composed, preflight: str = "static") -> Expansion:
                 continue  # duplicates collapse into one (first stage wins)
             is_base = d == "alltoall" and not o and not w
             v = _make_variant(name, d, o, w, axes, idx, stage, "baseline" if is_base else role, model, job, prof,
-                              preflight)
+                              preflight, precision)
             if fit_note and v.status == "pruned" and model.expert_model_parallel_size == 1 and (o or d != "alltoall"):
                 v = dataclasses.replace(v, reasons=(*v.reasons, f"the {NEEDS_2_GPUS}; this machine has "
                                                                 f"{job.world_size}"))
             variants[name] = v
-            jobs[name] = job
+            jobs[name] = dataclasses.replace(job, env=arm_env(job.env, d))
     if not variants:
         raise ConfigError("the sweep is empty: no variant matches the command line's dispatcher/overlap/"
                           "delay_wgrad values in the preset's stages")
     assert container is not None
     return Expansion(preset, container, tuple(variants.values()), jobs, tuple(warnings), local_gpus)
+
+
+def load_precision(cfg: dict[str, Any]) -> Precision:
+    """The typed precision group (``precision=bf16|fp8_cs|fp8_delayed|mxfp8|nvfp4``, conf/precision/); bf16 when the
+    config has none. Raises ConfigError for an unknown value or key."""
+    raw = dict(cfg.get("precision") or {"name": "bf16", "mixed_precision": "bf16_mixed", "published": "bf16"})
+    raw["settings"] = dict(raw.get("settings") or {})
+    return build(Precision, raw, "precision")
+
+
+def precision_settings(precision: Precision, model: ModelConfig) -> dict[str, Any]:
+    """The Megatron-Core fields of ``precision`` for this model: the recipe's own, and bf16/fp16 as the model's
+    (Megatron-Bridge's FP8/FP4 recipes build on bf16_mixed, training/mixed_precision.py:184)."""
+    out = dict(precision.settings)
+    if precision.name != "bf16" and not model.bf16:
+        raise ConfigError(f"precision={precision.name} builds on BF16 (Megatron-Bridge {precision.mixed_precision}); "
+                          f"model {model.name} sets bf16=false. Set model.bf16=true or use precision=bf16")
+    return out
 
 
 def _job_spec(model: ModelConfig, cluster: ClusterConfig, local_gpus: int, local_type: str | None) -> JobSpec:
@@ -279,8 +302,13 @@ def _job_spec(model: ModelConfig, cluster: ClusterConfig, local_gpus: int, local
 
 
 def _make_variant(name, dispatcher, overlap, delay_wgrad, axes, stage_idx, stage, role, model: ModelConfig,
-                  job: JobSpec, prof: ContainerProfile, preflight: str) -> Variant:
+                  job: JobSpec, prof: ContainerProfile, preflight: str,
+                  precision: Precision | None = None) -> Variant:
     settings = model.settings()
+    precision = precision or Precision(name="bf16", mixed_precision="bf16_mixed", published="bf16")
+    settings.update(precision_settings(precision, model))
+    if dispatcher == "ncclep":  # the NCCL EP knobs go to the ncclep arms only (NCCLEP_ONLY)
+        settings.update({k: getattr(model, k) for k in NCCLEP_ONLY if getattr(model, k) is not None})
     flex = dispatcher in ("deepep", "hybridep", "ncclep")
     settings.update(
         moe_token_dispatcher_type="flex" if flex else dispatcher,
@@ -296,13 +324,22 @@ def _make_variant(name, dispatcher, overlap, delay_wgrad, axes, stage_idx, stage
         adjustments.append({"field": "moe_shared_expert_overlap", "from": True, "to": False,
                             "why": "overlap_moe_expert_parallel_comm requires moe_shared_expert_overlap=False"})
         warns.append("moe_shared_expert_overlap set true -> false (required by overlap; recorded as an adjustment)")
+    elif flex and settings["moe_shared_expert_overlap"]:
+        # Megatron-Bridge 0.6.2 apply_flex_dispatcher_backend sets it false on every flex backend
+        # (training/flex_dispatcher_backend.py:56 and :99): record what the run will do
+        settings["moe_shared_expert_overlap"] = False
+        adjustments.append({"field": "moe_shared_expert_overlap", "from": True, "to": False,
+                            "why": "Megatron-Bridge apply_flex_dispatcher_backend turns it off for every flex backend "
+                                   "(training/flex_dispatcher_backend.py:99)"})
+        warns.append("moe_shared_expert_overlap set true -> false by the flex backend: this arm differs from its "
+                     "baseline in the shared-expert overlap as well as the dispatcher (recorded as an adjustment)")
     reasons: list[str] = []
     if preflight != "off":
         ctx = RuleContext(settings=settings, dispatcher=dispatcher, overlap=overlap, delay_wgrad=delay_wgrad,
                           torch=parse_version(prof.torch), te=parse_version(prof.transformer_engine),
                           core=parse_version(prof.megatron_core), bridge=parse_version(prof.megatron_bridge),
                           deep_ep=parse_version(prof.deep_ep), gpu_type=job.gpu_type, world_size=job.world_size,
-                          nodes=job.cluster.nodes, env=job.env)
+                          nodes=job.cluster.nodes, env=arm_env(job.env, dispatcher), precision=precision.name)
         for f in evaluate(ctx):
             (reasons if f.severity == "error" else warns).append(f.text)
     status = "pruned" if reasons else ("gated" if stage.gate else "planned")

@@ -44,6 +44,7 @@ from experiments.checks import (
     check_writable,
 )
 from experiments.compose import Composed, compose_overrides
+from experiments.conformance import plan_doc
 from experiments.expand import Expansion, JobSpec, expand
 from experiments.settings import SWEEP_ID_RE, SweepSettings  # noqa: F401  (re-exported: the planner's API)
 
@@ -96,6 +97,7 @@ class Plan:
     design: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()  # plan-time warnings that go into the manifest (a dirty tree for action=plan)
     bound: dict[str, Any] = dataclasses.field(default_factory=dict)  # experiments/reference.py bound_doc
+    conformance: dict[str, Any] | None = None  # experiments/conformance.py plan_doc (conformance=true)
 
     @property
     def variants(self) -> tuple[Variant, ...]:
@@ -162,10 +164,7 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     analysis_options(cfg, settings.hang_min_s)
     exp = expand(composed, settings.preflight)
     timeline.mark("expanded")  # the local GPU query (nvidia-smi) and the preflight included
-    bad_groups = [v for v in exp.variants if v.role == "baseline" and v.status == "pruned"]
-    if bad_groups:
-        lines = "; ".join(f"{v.name}: {' | '.join(v.reasons)}" for v in bad_groups)
-        raise ConfigError(f"the baseline of a group is invalid, so nothing can be compared: {lines}")
+    exp = _prune_groups_without_baseline(exp)
     cluster = next(iter(exp.jobs.values())).cluster
     mode, note = resolve_mode(settings.mode, cluster.mode, cluster.executor, exp.local_gpus)
     check_train_gpus(mode, cluster.executor, exp.local_gpus)
@@ -182,8 +181,10 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     created = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     sweep_id = settings.sweep_id or new_sweep_id(created)
     seed = settings.block_seed if settings.block_seed is not None else derive_seed(sweep_id)
-    # a reference gate runs one block of the baselines first; the arms get their blocks when it opens
-    n_blocks = 1 if bound.get("reference_gate") else n_initial_blocks(settings.repeats, settings.max_blocks)
+    prior = _nightly_prior(settings, cfg, exp, cluster)
+    # a reference gate runs one block of the baselines first; the arms get their blocks when it opens. With a
+    # nightly prior on the run-to-run noise, one block can already show equivalence (analysis/measure/pooled.py)
+    n_blocks = 1 if bound.get("reference_gate") or prior else n_initial_blocks(settings.repeats, settings.max_blocks)
     blocks = plan_blocks(exp.variants, n_blocks, seed)
     runs = tuple((n, b["index"]) for b in blocks for n in b["order"])
     hours = _estimate_hours(exp, [n for n, _ in runs], exp.variants, n_blocks)
@@ -202,12 +203,41 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
                         run_gpu_hours={v.name: round(per_run[v.name], 6) for v in exp.variants
                                        if v.status != "pruned"},
                         seed_source="block_seed" if settings.block_seed is not None else "sweep_id")
+    if prior is not None:
+        design["noise_prior"] = prior.to_json()
     out = Path(settings.output_dir) if settings.output_dir else Path(settings.results_root) / exp.preset.name / sweep_id
     check_writable(out)
     sha, dirty = git_state()
     notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster)) if n)
+    conformance = plan_doc(cfg, exp.container.tests_dir)
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
-                hours, sha, dirty, blocks, design, notes, bound)
+                hours, sha, dirty, blocks, design, notes, bound, conformance)
+
+
+def _prune_groups_without_baseline(exp: Expansion) -> Expansion:
+    """A group whose baseline is pruned has nothing to compare with: its arms are pruned too, with the baseline's
+    reason, and the plan warns (a swept axis such as ``precision=bf16,nvfp4`` on H100 keeps its valid groups).
+
+    Raises:
+        ConfigError: every group's baseline is pruned (names each baseline and its reasons).
+    """
+    bases = [v for v in exp.variants if v.role == "baseline"]
+    bad = [v for v in bases if v.status == "pruned"]
+    if not bad:
+        return exp
+    lines = "; ".join(f"{v.name}: {' | '.join(v.reasons)}" for v in bad)
+    if len(bad) == len(bases):
+        raise ConfigError(f"the baseline of a group is invalid, so nothing can be compared: {lines}")
+    bad_groups = {tuple(sorted(v.group.items())): v for v in bad}
+    variants = []
+    for v in exp.variants:
+        base = bad_groups.get(tuple(sorted(v.group.items())))
+        if base is not None and v is not base and v.status != "pruned":
+            why = f"the baseline {base.name} of this group is pruned: {' | '.join(base.reasons)}"
+            v = dataclasses.replace(v, status="pruned", reasons=(*v.reasons, why))
+        variants.append(v)
+    warning = f"group(s) with an invalid baseline pruned whole: {lines}"
+    return dataclasses.replace(exp, variants=tuple(variants), warnings=(*exp.warnings, warning))
 
 
 def _apply_bound(exp: Expansion, settings: SweepSettings, cfg: dict[str, Any]) -> tuple[Expansion, dict[str, Any]]:
@@ -252,10 +282,13 @@ def variant_payload(plan: Plan, v: Variant) -> dict[str, Any]:
         "container": {k: prof.versions()[k] for k in ("name", "image", "torch", "transformer_engine",
                                                        "megatron_core", "megatron_bridge", "deep_ep")},
         "env": mask_env(job.env, job.cluster.secret_env),
-        "payload": {"train_iters": payload.get("train_iters") or 30, "seed": payload.get("seed", 1234),
+        "payload": {"train_iters": payload.get("train_iters") or 30, **_auto_iters(payload),
+                    "seed": payload.get("seed", 1234),
                     "hold_s": payload.get("hold_s", 0), "hold_at": payload.get("hold_at", "end"),
                     "log_interval": 1, "profile": plan.cfg.get("profile") is True},
         "allow_adjust": list(v.allow_adjust),
+        "precision": ({"name": job.precision.name, "mixed_precision": job.precision.mixed_precision}
+                      if job.precision is not None else {"name": "bf16", "mixed_precision": "bf16_mixed"}),
     }
 
 
@@ -287,7 +320,16 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
         "stages": stages, "runs": [{"variant": n, "repeat": r} for n, r in plan.runs], "variants": variants,
         "design": plan.design or {}, "blocks": [dict(b) for b in plan.blocks],
         "bound": dict(plan.bound), "prune_below_ceiling": plan.settings.prune_below_ceiling,
+        "precision": sweep_precision(exp),
+        **({"conformance": plan.conformance} if plan.conformance else {}),
     }
+
+
+def sweep_precision(exp: Expansion) -> str:
+    """The sweep's precision (conf/precision/): its name when every job has the same one, ``"swept"`` when
+    ``precision=`` is an axis (each variant's name and axes then carry it)."""
+    names = {(j.precision.name if j.precision is not None else "bf16") for j in exp.jobs.values()}
+    return names.pop() if len(names) == 1 else "swept"
 
 
 def render_job(plan: Plan, v: Variant, variant_json: Path, scripts: Any = None,
@@ -377,3 +419,29 @@ def _render_files(plan: Plan, sd: SweepDir, render: bool) -> list[tuple[Path, st
         scripts.close()
         shutil.rmtree(scratch, ignore_errors=True)
     return files
+
+
+def _auto_iters(payload: dict[str, Any]) -> dict[str, Any]:
+    """The cap and precision of ``payload.train_iters=auto`` (experiments/payload/auto_iters.py), else nothing."""
+    if payload.get("train_iters") != "auto":
+        return {}
+    from experiments.payload.auto_iters import DEFAULT_MAX_ITERS, DEFAULT_PRECISION
+
+    return {"max_iters": payload.get("max_iters") or DEFAULT_MAX_ITERS,
+            "stop_precision": payload.get("stop_precision") or DEFAULT_PRECISION}
+
+
+def _nightly_prior(settings: SweepSettings, cfg: dict[str, Any], exp: Expansion, cluster: Any) -> Any:
+    """The series' noise prior for a ``repeats=auto`` sweep with the history on (``analysis.history.series_prior``:
+    learnt from the earlier sweeps of the same preset, model, cluster and container), else None. A history that
+    cannot be read leaves the sweep without a prior (the analysis says so), never stops the plan."""
+    hist = cfg.get("history") or {}
+    if settings.repeats != "auto" or not hist.get("enabled"):
+        return None
+    from analysis.history import series_prior
+
+    try:
+        return series_prior(hist, preset=exp.preset.name, model=next(iter(exp.jobs.values())).model.name,
+                            cluster=cluster.name, container=str(exp.container.versions().get("name") or ""))
+    except Exception:
+        return None

@@ -49,6 +49,27 @@ def published_rows() -> tuple[dict[str, Any], ...]:
     return tuple(yaml.safe_load((REFERENCE_DIR / "megatron_bridge_perf.yaml").read_text()))
 
 
+CORE_RECIPES_URL = "https://github.com/NVIDIA/Megatron-LM/blob/19d22f518dfaf90bec803fd6fb6e76df9a61c047/examples/moe_recipes"
+
+
+@cache
+def core_recipes() -> tuple[dict[str, Any], ...]:
+    """conf/reference/megatron_core_moe_recipes.yaml: Megatron-Core's MoE recipe index (layouts and features, no
+    throughput), the second source shown beside the published row."""
+    return tuple(yaml.safe_load((REFERENCE_DIR / "megatron_core_moe_recipes.yaml").read_text()))
+
+
+def core_recipe_notes(model: str, gpu: str | None, precision: str) -> list[str]:
+    """One line per Megatron-Core recipe of this model, GPU and precision (any GPU count), with its URL."""
+    out = []
+    for r in core_recipes():
+        if r["model"] == model and r["gpu"] == gpu and r["precision"] == precision:
+            out.append(f"Megatron-Core recipe on {r['gpus']} x {gpu} {precision}: TP/PP/EP/CP/ETP {r['tp']}/{r['pp']}/"
+                       f"{r['ep']}/{r['cp']}/{r['etp']}, MBS/GBS/SL {r['mbs']}/{r['gbs']}/{r['seq']}; "
+                       f"{r['features']} ({CORE_RECIPES_URL}/{r['recipe']})")
+    return out
+
+
 def match_row(model: str, gpu: str | None, gpus: int, precision: str,
               rows: tuple[dict[str, Any], ...] | None = None) -> tuple[dict[str, Any] | None, str | None]:
     """(the published row of this model, GPU, GPU count and precision, None) or (None, why no row matched).
@@ -62,6 +83,13 @@ def match_row(model: str, gpu: str | None, gpus: int, precision: str,
         return None, (f"no published row for {model} on {gpus} x {gpu} {precision}; NVIDIA publishes it on "
                       + ", ".join(sorted({str(r['gpus']) for r in same})) + " GPUs")
     return None, None
+
+
+def describe_row(row: dict[str, Any]) -> str:
+    """One line naming a published row: model, GPUs, precision, container and its TFLOP/s/GPU, with its source."""
+    return (f"{row.get('published_model', row.get('model'))} on {row.get('gpus')} x {row.get('gpu')}, "
+            f"{row.get('precision')}, {row.get('container')}: {row.get('tflops_per_gpu')} TFLOP/s/GPU "
+            f"({row.get('source')})")
 
 
 def layout_note(row: dict[str, Any], m: Any) -> str | None:
@@ -99,13 +127,16 @@ def bound_doc(job: Any, settings: Any, cfg: dict[str, Any]) -> dict[str, Any]:
     nbytes = (a2a_bytes_per_step(gbs=m.global_batch_size, seq=m.seq_length, layers=m.num_layers,
                                  topk=m.moe_router_topk, hidden=m.hidden_size, ep=ep, world=job.world_size)
               if ep > 1 else None)
-    precision = "bf16" if m.bf16 else "fp16" if m.fp16 else "fp32"
+    prec = getattr(job, "precision", None)
+    precision = prec.published if prec is not None else "bf16" if m.bf16 else "fp16" if m.fp16 else "fp32"
     row, why = match_row(m.name, gpu, job.world_size, precision)
     ref_note = why or (layout_note(row, m) if row else None)
     return {"gpu_type": gpu, "peak_tflops": peak, "peak_source": peak_src, "matmul_ceiling_tflops": ceiling_tf,
             "matmul_source": ceiling_src, "link": link, "link_gbps": gbps, "link_note": note,
             "a2a_bytes_per_step": nbytes, "reference": row, "reference_note": ref_note,
-            "reference_gate": bool(settings.reference_gate and row), "ceiling": ceiling}
+            "reference_gate": bool(settings.reference_gate and row), "ceiling": ceiling,
+            "precision": prec.name if prec is not None else precision,
+            "core_recipes": core_recipe_notes(m.name, gpu, precision)}
 
 
 def is_overlap_arm(v: Variant) -> bool:

@@ -38,6 +38,11 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if plan.mode_note:
         console.print(f"[cyan]note:[/] {plan.mode_note}")
+    _print_reference(console, plan.bound)
+    if plan.conformance:
+        c = plan.conformance
+        console.print(f"[cyan]conformance:[/] {', '.join(s['file'] for s in c['suites'])} from {c['dir']} run in the "
+                      "run's container before the arms; a failed suite prunes the arms it covers", highlight=False)
     kept = sum(v.status != "pruned" for v in exp.variants)
     console.print(f"{kept} of {len(exp.variants)} variants kept, {len(plan.runs)} runs "
                   f"(repeats={plan.settings.repeats}); GPU-hour estimate {plan.gpu_hours:.2f} "
@@ -52,6 +57,21 @@ def print_plan(plan: Plan, out_dir: Path | None = None) -> None:
                       f"control={d.get('control')}; block 0: {' -> '.join(plan.blocks[0]['order'])}{later}")
     if out_dir is not None:
         console.print(f"plan written to {out_dir}")
+
+
+def _print_reference(console, bound: dict) -> None:
+    """The published NVIDIA row the sweep's model, GPU, GPU count and precision matched, or why none did."""
+    from experiments.reference import describe_row
+
+    row, note = bound.get("reference"), bound.get("reference_note")
+    if row:
+        console.print(f"[cyan]published row:[/] {describe_row(row)}", highlight=False)
+    elif note:
+        console.print(f"[cyan]published row:[/] none ({note})", highlight=False)
+    if row and note:
+        console.print(f"[cyan]note:[/] {note}", highlight=False)
+    for line in bound.get("core_recipes") or []:
+        console.print(f"[cyan]second source:[/] {line}", highlight=False)
 
 
 def _cells(v) -> tuple[str, ...]:

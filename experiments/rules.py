@@ -63,6 +63,7 @@ class RuleContext:
     world_size: int | None = None
     nodes: int = 1
     env: dict[str, Any] = field(default_factory=dict)
+    precision: str = "bf16"
 
     def __getattr__(self, name: str) -> Any:  # ctx.num_layers etc. read settings
         try:
@@ -96,7 +97,17 @@ class Finding:
 
     @property
     def text(self) -> str:
-        return f"[{self.rule}] {self.message} (mirrors {self.source})"
+        return f"[{self.rule}] {self.message} (mirrors {self.source}; {DECIDED_BY.get(self.scope, 'planner rule')})"
+
+
+# Which check decided a finding at plan time, and where the library's own check runs (the plan says it per reason)
+DECIDED_BY = {
+    "core": "planner rule; validate mode re-checks it with Megatron-Core",
+    "bridge": "planner rule; Megatron-Bridge checks it in the container (preflight=container)",
+    "te": "planner rule; Transformer Engine checks it at layer build, on the GPU",
+    "world": "planner rule; checked at process-group setup, on the cluster",
+    "env": "planner rule, from the container profile and the job environment",
+}
 
 
 def _ge(v: Version | None, need: Version) -> bool:
@@ -190,6 +201,78 @@ def _arch_before_blackwell(ctx: RuleContext) -> bool:
     return ctx.gpu_type is not None and COMPUTE_CAPABILITY.get(ctx.gpu_type, 10) < 10
 
 
+# --- precision (conf/precision/*.yaml). Transformer Engine minimums as Megatron-Core 0.19.2 checks them when it
+# builds the recipe: megatron/core/fp8_utils.py:732-764 (tensorwise = Float8CurrentScaling needs TE >= 2.2.0.dev0,
+# mxfp8 = MXFP8BlockScaling >= 2.1.0, delayed scaling any TE 2.x) and megatron/core/fp4_utils.py:210-229
+# (NVFP4BlockScaling needs TE >= 2.7.0.dev0). Blackwell-only recipes: transformer_config.py:578 ("'mxfp8' for
+# Blackwell architecture only") and :660 ("NVFP4BlockScaling recipe for Blackwell+ architecture").
+PRECISION_TE_MIN: dict[str, Version] = {"fp8_cs": (2, 2, 0), "fp8_delayed": (2, 0, 0), "mxfp8": (2, 1, 0),
+                                        "nvfp4": (2, 7, 0)}
+BLACKWELL_PRECISIONS = ("mxfp8", "nvfp4")
+PRECISION_SOURCE = "Megatron-Core 0.19.2 megatron/core/fp8_utils.py:732-764, fp4_utils.py:210-229 (TE recipes)"
+ARCH_SOURCE = ("Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:578 and :660 (MXFP8 and NVFP4 "
+               "recipes for Blackwell only; Transformer Engine refuses them below compute capability 10)")
+# NVFP4 inside the 1F1B EP-overlap schedule: before Megatron-LM PR 6135 (backported to core_r0.19.0 as PR 7198,
+# present in 0.19.2 as TransformerLayer.get_inner_quantization_context, transformer_layer.py:529-539) the
+# fine-grained forward nodes ran outside get_fp4_context(), so the MoE layers of an overlap arm were not NVFP4.
+NVFP4_OVERLAP_SOURCE = ("Megatron-Core 0.19.2 megatron/core/transformer/transformer_layer.py:529-539 "
+                        "(get_inner_quantization_context enters the FP4 context; Megatron-LM PR 6135 / 7198)")
+# NCCL EP (the ncclep flex backend), Megatron-Core 0.19.2 transformer/moe/token_dispatcher.py _NCCLEPManager:
+# :1558-1562 raises ImportError when transformer_engine.pytorch.ep is missing (fused_a2a.py:609-614), :1563-1568
+# raises ValueError without moe_expert_rank_capacity_factor; transformer_config.py:2716-2728 warns that overlap
+# without moe_ncclep_static_shape keeps a device-to-host sync that serialises the 1F1B overlap.
+NCCLEP_TE_MIN: Version = (2, 17, 0)
+NCCLEP_BUILD_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/moe/token_dispatcher.py:1558-1568 (_NCCLEPManager)"
+NCCLEP_SYNC_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2716-2728"
+NCCLEP_STATIC_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/moe/token_dispatcher.py:1533-1545"
+# A whole-layer TE CUDA graph (empty cuda_graph_modules) with EP overlap passes TransformerConfig and asserts at the
+# first graph replay: transformer_layer.py:1255-1264 ("EP overlap must be disabled when CUDA graph captures the
+# whole MLP/MoE part", in _te_cuda_graph_replay_impl)
+WHOLE_LAYER_GRAPH_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_layer.py:1255-1264"
+EP_COMPANIONS_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2759-2776"
+SHARED_OVERLAP_SOURCE = "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1644-1650"
+# The combined 1F1B schedule runs the first micro-batch's forward and the last one's backward alone
+# (pipeline_parallel/combined_1f1b.py:76 and :119): n micro-batches overlap n-1 forward/backward pairs. Interleaved
+# pipelining adds one warm-up micro-batch with overlap (pipeline_parallel/schedules.py:939-943).
+ONE_MICROBATCH_SOURCE = ("Megatron-Core 0.19.2 megatron/core/pipeline_parallel/combined_1f1b.py:76,119; "
+                         "schedules.py:939-943")
+# Megatron-Bridge 0.6.0/0.6.1 models/transformer_config.py:85-121 (_enable_safe_hybridep_dispatch) turns on
+# moe_hybridep_pad_uneven_dispatch_inputs for every eager (no CUDA graph) HybridEP run; 0.6.2 (same file, :91-135,
+# called from training/config.py:1249 with uses_thd) only for packed THD sequences.
+HYBRIDEP_PAD_SOURCE = ("Megatron-Bridge 0.6.1 models/transformer_config.py:85-121 vs 0.6.2 :91-135 "
+                       "(_enable_safe_hybridep_dispatch)")
+# Known failures, as warnings (no library check catches them): Megatron-Bridge PR 6020 dropped DeepEP and EP 32 -> 8
+# from the DeepSeek-V3 B200 FP8-MX/NVFP4 recipes after an illegal memory access in DeepEP internode_dispatch;
+# Megatron-LM issue 1810: overlap can deadlock at scale (one CUDA event gates both comm ops, so ranks may launch
+# collectives in different orders); NCCL issue 2303: NCCL EP LOW_LATENCY dispatch/combine time out on GB200/GB300 NVL72.
+DEEPEP_B200_URL = "https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/6020"
+OVERLAP_DEADLOCK_URL = "https://github.com/NVIDIA/Megatron-LM/issues/1810"
+NCCLEP_NVL72_URL = "https://github.com/NVIDIA/nccl/issues/2303"
+OVERLAP_DEADLOCK_MIN_GPUS = 256  # "large runs": warn from this world size (the issue gives no threshold)
+
+
+def _graphed_recompute_with_dropout(c: RuleContext) -> str | None:
+    """Megatron-Core's message when a selectively recomputed module is also CUDA-graphed while its dropout is on
+    (a graphed recompute cannot take a fresh random number), else None. A whole-layer graph (empty scope) counts as
+    graphing every module."""
+    whole, scope, mods = not _scope(c), set(_scope(c)), set(_modules(c))
+    attn_drop = c.settings.get("attention_dropout", 0.1)
+    hidden_drop = c.settings.get("hidden_dropout", 0.1)
+    if attn_drop and "core_attn" in mods and (whole or "attn" in scope):
+        return "attention dropout is not supported with graphed attention recomputation."
+    if hidden_drop and (("mlp" in mods and (whole or "mlp" in scope)) or ("moe" in mods and (whole or "moe" in scope))):
+        return "hidden dropout is not supported with graphed MLP/MoE recomputation."
+    return None
+
+
+def num_microbatches(ctx: RuleContext) -> int | None:
+    """global_batch_size / (micro_batch_size x DP) per step, or None when DP is unknown."""
+    dp = _dp(ctx)
+    if dp is None or not ctx.micro_batch_size:
+        return None
+    return ctx.global_batch_size // (ctx.micro_batch_size * dp)
+
+
 RULES: tuple[Rule, ...] = (
     # --- flex backends against the GPU generation and the container
     Rule("deepep_gpu", "bridge", lambda c: c.dispatcher == "deepep" and c.gpu_type is not None,
@@ -205,6 +288,36 @@ RULES: tuple[Rule, ...] = (
          FLEX),
     Rule("ncclep_core", "core", lambda c: c.dispatcher == "ncclep", lambda c: _ge(c.core, (0, 19, 0)),
          lambda c: "the ncclep flex backend needs Megatron-Core >= 0.19", "Megatron-Core moe_flex_dispatcher_backend"),
+    Rule("ncclep_capacity_factor", "core", lambda c: c.dispatcher == "ncclep" and _ge(c.core, (0, 19, 0)),
+         lambda c: c.settings.get("moe_expert_rank_capacity_factor") is not None,
+         lambda c: "The 'ncclep' backend requires moe_expert_rank_capacity_factor to be set: it sizes the per-rank "
+                   "receive buffer (set model.moe_expert_rank_capacity_factor, e.g. 1.5; it applies to the ncclep "
+                   "arms only)", NCCLEP_BUILD_SOURCE),
+    Rule("ncclep_te", "te", lambda c: c.dispatcher == "ncclep", lambda c: _ge(c.te, NCCLEP_TE_MIN),
+         lambda c: "TransformerEngine NCCL EP is unavailable: the 'ncclep' backend needs Transformer Engine >= "
+                   f"{'.'.join(map(str, NCCLEP_TE_MIN))} built with NCCL EP (transformer_engine.pytorch.ep); the "
+                   f"container profile has TE {'.'.join(map(str, c.te)) if c.te else 'unknown'}", NCCLEP_BUILD_SOURCE),
+    Rule("ncclep_overlap_static_shape", "core", lambda c: c.dispatcher == "ncclep" and c.overlap,
+         lambda c: bool(c.settings.get("moe_ncclep_static_shape")),
+         lambda c: "overlap with ncclep and moe_ncclep_static_shape=False keeps a device-to-host sync that "
+                   "serialises the 1F1B overlap: this arm measures about no gain by construction (static shape needs "
+                   "use_transformer_engine_op_fuser and moe_grouped_gemm)", NCCLEP_SYNC_SOURCE, "warning"),
+    Rule("ncclep_static_shape_fuser", "core", lambda c: c.dispatcher == "ncclep"
+         and bool(c.settings.get("moe_ncclep_static_shape")),
+         lambda c: bool(c.settings.get("use_transformer_engine_op_fuser")) and bool(c.settings.get("moe_grouped_gemm")),
+         lambda c: "moe_ncclep_static_shape=True requires BOTH use_transformer_engine_op_fuser and moe_grouped_gemm "
+                   "(the fused grouped GEMM over device-side per-expert counts); the model profile does not set them, "
+                   "so the recipe must (validate's dispatcher build decides)", NCCLEP_STATIC_SOURCE, "warning"),
+    Rule("ncclep_nvl72_low_latency", "env", lambda c: c.dispatcher == "ncclep" and c.gpu_type in ("gb200", "gb300"),
+         lambda c: False,
+         lambda c: f"NCCL EP LOW_LATENCY dispatch/combine time out on {c.gpu_type} NVL72 (HIGH_THROUGHPUT passes): "
+                   f"a known failure ({NCCLEP_NVL72_URL})", NCCLEP_NVL72_URL, "warning"),
+    Rule("deepep_b200_internode", "env", lambda c: c.dispatcher == "deepep" and c.gpu_type in ("b200", "b300")
+         and c.expert_model_parallel_size > (c.world_size // c.nodes if c.world_size and c.nodes else 8),
+         lambda c: False,
+         lambda c: f"DeepEP internode dispatch (EP={c.expert_model_parallel_size} across nodes) crashed with an "
+                   f"illegal memory access on {c.gpu_type}; NVIDIA dropped DeepEP and lowered EP 32 -> 8 in its "
+                   f"DeepSeek-V3 B200 recipes ({DEEPEP_B200_URL})", DEEPEP_B200_URL, "warning"),
     Rule("flex_tp_ep", "world", lambda c: c.dispatcher in ("deepep", "ncclep"),
          lambda c: c.expert_tensor_parallel_size * c.expert_model_parallel_size > 1,
          lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'NCCL EP'} dispatcher requires TPxEP > 1 (expert "
@@ -215,6 +328,22 @@ RULES: tuple[Rule, ...] = (
          lambda c: f"{'DeepEP' if c.dispatcher == 'deepep' else 'HybridEP'} is not installed in the container "
                    "profile (deep_ep: null); the run would fail before iteration 1",
          "Megatron-Core fused_a2a import ('DeepEP is not installed' / 'HybridEP is not installed')"),
+    # --- precision against the GPU generation, Transformer Engine and the overlap schedule
+    Rule("precision_arch", "te", lambda c: c.precision in BLACKWELL_PRECISIONS and c.gpu_type is not None,
+         lambda c: not _arch_before_blackwell(c),
+         lambda c: f"precision={c.precision} needs a Blackwell GPU (compute capability 10); {c.gpu_type} has "
+                   f"{COMPUTE_CAPABILITY.get(c.gpu_type or '', '?')}. Use precision=fp8_cs or bf16 on this GPU",
+         ARCH_SOURCE),
+    Rule("precision_te", "te", lambda c: c.precision in PRECISION_TE_MIN,
+         lambda c: _ge(c.te, PRECISION_TE_MIN[c.precision]),
+         lambda c: f"precision={c.precision} needs Transformer Engine >= "
+                   f"{'.'.join(map(str, PRECISION_TE_MIN[c.precision]))} (container TE "
+                   f"{'.'.join(map(str, c.te or ()))})", PRECISION_SOURCE),
+    Rule("nvfp4_overlap_core", "core", lambda c: c.precision == "nvfp4" and c.overlap and c.core is not None,
+         lambda c: c.core >= (0, 19, 2),
+         lambda c: "precision=nvfp4 with overlap_moe_expert_parallel_comm needs Megatron-Core >= 0.19.2: before it "
+                   "the overlap schedule ran the MoE layers outside the FP4 context, so the arm would silently "
+                   f"measure bf16 layers (container core {'.'.join(map(str, c.core or ()))})", NVFP4_OVERLAP_SOURCE),
     # --- overlap_moe_expert_parallel_comm preconditions
     Rule("overlap_torch", "core", ovl, lambda c: _ge(c.torch, (2, 6, 0)),
          lambda c: "A2A Overlap encounters hang issue with torch version < 2.6.0 "
@@ -263,6 +392,67 @@ RULES: tuple[Rule, ...] = (
          lambda c: c.cuda_graph_impl == "transformer_engine",
          lambda c: "on Megatron-Core 0.16/0.17, overlap needs cuda_graph_impl none or transformer_engine",
          "Megatron-Core 0.16/0.17 TransformerConfig"),
+    Rule("overlap_whole_layer_graph", "core", lambda c: c.overlap and c.cuda_graph_impl == "transformer_engine",
+         lambda c: bool(_scope(c)),
+         lambda c: "EP overlap must be disabled when CUDA graph captures the whole MLP/MoE part: "
+                   "cuda_graph_impl=transformer_engine with an empty cuda_graph_scope graphs the whole layer, and "
+                   "TransformerConfig lets it pass; the assert fires at the first graph replay (use "
+                   "cuda_graph_scope=[moe_router,moe_preprocess])", WHOLE_LAYER_GRAPH_SOURCE),
+    Rule("overlap_one_microbatch", "env", lambda c: c.overlap and num_microbatches(c) is not None,
+         lambda c: (num_microbatches(c) or 0) > 1,
+         lambda c: f"{num_microbatches(c)} micro-batch per step (global_batch_size={c.global_batch_size}, "
+                   f"micro_batch_size={c.micro_batch_size}, DP={_dp(c)}): the overlap schedule overlaps n-1 of n "
+                   "micro-batches, so nothing overlaps; raise global_batch_size", ONE_MICROBATCH_SOURCE, "warning"),
+    Rule("overlap_deadlock_at_scale", "env",
+         lambda c: c.overlap and (c.world_size or 0) >= OVERLAP_DEADLOCK_MIN_GPUS, lambda c: False,
+         lambda c: f"overlap at {c.world_size} GPUs: a deadlock at scale is reported open upstream (ranks may "
+                   f"launch the two EP collectives in different orders; {OVERLAP_DEADLOCK_URL}); a hang here is "
+                   "classified as such, not as a slow arm", OVERLAP_DEADLOCK_URL, "warning"),
+    Rule("dispatch_bwd_wgrad_excludes_overlap", "core",
+         lambda c: bool(c.settings.get("overlap_dispatch_backward_with_experts_wgrad")),
+         lambda c: not c.overlap and not c.delay_wgrad and _ge(c.te, (2, 3, 0)),
+         lambda c: "overlap_dispatch_backward_with_experts_wgrad excludes overlap_moe_expert_parallel_comm and "
+                   "delay_wgrad_compute and needs TE >= 2.3.0", EP_COMPANIONS_SOURCE),
+    Rule("early_attn_release_needs_overlap", "core",
+         lambda c: bool(c.settings.get("ep_overlap_early_attn_memory_release")), lambda c: c.overlap,
+         lambda c: "overlap_moe_expert_parallel_comm must be enabled when enabling "
+                   "ep_overlap_early_attn_memory_release", EP_COMPANIONS_SOURCE),
+    Rule("deepep_pad_to_capacity", "core", lambda c: c.dispatcher == "deepep"
+         and bool(c.settings.get("moe_pad_expert_input_to_capacity")), lambda c: False,
+         lambda c: "Flex token dispatcher with deepep backend does not support moe_pad_expert_input_to_capacity",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1600-1607"),
+    Rule("pad_needs_capacity_factor", "core", lambda c: bool(c.settings.get("moe_pad_expert_input_to_capacity")),
+         lambda c: c.settings.get("moe_expert_capacity_factor") is not None,
+         lambda c: "moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1686-1690"),
+    Rule("paged_stash_needs_rank_capacity", "core", lambda c: bool(c.settings.get("moe_paged_stash")),
+         lambda c: c.settings.get("moe_expert_rank_capacity_factor") is not None,
+         lambda c: "moe_paged_stash requires moe_expert_rank_capacity_factor to be set; there is no need to use "
+                   "paged stashing without it (the capacity factor reaches the ncclep arms only)",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1903-1910"),
+    Rule("deprecated_sm_knobs", "core", lambda c: any(c.settings.get(k) is not None
+                                                      for k in ("moe_deepep_num_sms", "moe_hybridep_num_sms")),
+         lambda c: c.settings.get("moe_flex_dispatcher_num_sms") is not None or len(
+             {c.settings.get(k) for k in ("moe_deepep_num_sms", "moe_hybridep_num_sms")} - {None}) <= 1,
+         lambda c: "Conflicting deprecated SM-count knobs moe_deepep_num_sms / moe_hybridep_num_sms; set a single "
+                   "moe_flex_dispatcher_num_sms instead",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1616-1635"),
+    Rule("deprecated_sm_knob_used", "core", lambda c: any(c.settings.get(k) is not None
+                                                          for k in ("moe_deepep_num_sms", "moe_hybridep_num_sms")),
+         lambda c: False,
+         lambda c: "moe_deepep_num_sms / moe_hybridep_num_sms are deprecated on Megatron-Core 0.19.2 (routed to "
+                   "moe_flex_dispatcher_num_sms): set model.moe_flex_dispatcher_num_sms instead",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:1616-1628", "warning"),
+    Rule("shared_expert_overlap_dispatcher", "core", lambda c: bool(c.moe_shared_expert_overlap),
+         lambda c: c.moe_token_dispatcher_type in ("alltoall", "flex"),
+         lambda c: "moe_shared_expert_overlap only works with alltoall or flex token dispatcher (the model profile "
+                   f"sets it; dispatcher {c.moe_token_dispatcher_type})", SHARED_OVERLAP_SOURCE),
+    Rule("hybridep_padded_dispatch", "bridge", lambda c: c.dispatcher == "hybridep" and c.cuda_graph_impl == "none"
+         and c.bridge is not None and (0, 6, 0) <= c.bridge < (0, 6, 2), lambda c: False,
+         lambda c: f"Megatron-Bridge {'.'.join(map(str, c.bridge or ()))} forces the padded HybridEP dispatch "
+                   "(moe_hybridep_pad_uneven_dispatch_inputs=true, a host sync per dispatch) on every eager run; "
+                   "0.6.2 keeps it for packed THD sequences only: this arm measures the slow path",
+         HYBRIDEP_PAD_SOURCE, "warning"),
     # --- CUDA-graph scopes on an all-MoE model (held against real core by the conformance test)
     Rule("graph_scope_moe_router_both", "core", lambda c: _graphs(c),
          lambda c: not {"moe", "moe_router"} <= set(_scope(c)),
@@ -270,6 +460,29 @@ RULES: tuple[Rule, ...] = (
     Rule("graph_scope_preprocess", "core", lambda c: _graphs(c) and "moe_preprocess" in _scope(c),
          lambda c: c.cuda_graph_impl == "local" or "moe_router" in _scope(c),
          lambda c: "moe_preprocess cuda graph is only supported with moe_router cuda graph.", GRAPHS),
+    Rule("graph_preprocess_dtoh", "core",
+         lambda c: _graphs(c) and c.num_moe_experts > 1 and "moe_preprocess" in _scope(c)
+         and c.moe_token_dispatcher_type == "alltoall" and c.settings.get("moe_expert_capacity_factor") is not None
+         and not c.settings.get("moe_pad_expert_input_to_capacity"), lambda c: False,
+         lambda c: "moe_preprocess cuda graph is not supported when there are DtoH copies and synchronizations in "
+                   "the preprocess step. (alltoall with moe_expert_capacity_factor and no padding to capacity)",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2504-2518"),
+    Rule("graph_full_recompute", "core", lambda c: _graphs(c) and c.recompute_granularity == "full",
+         lambda c: False,
+         lambda c: "full recompute is only supported with full iteration CUDA graph. (cuda_graph_impl="
+                   f"{c.cuda_graph_impl}, recompute_granularity=full)",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2521-2525"),
+    Rule("graph_moe_recompute_router", "core",
+         lambda c: c.cuda_graph_impl == "transformer_engine" and c.recompute_granularity == "selective"
+         and "moe" in _modules(c), lambda c: "moe_router" not in _scope(c),
+         lambda c: "moe recompute is not supported with moe_router CUDA graph with: --cuda-graph-impl "
+                   "transformer_engine.", "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2529-2535"),
+    Rule("graph_recompute_dropout", "core",
+         lambda c: _graphs(c) and c.recompute_granularity == "selective",
+         lambda c: not _graphed_recompute_with_dropout(c),
+         lambda c: _graphed_recompute_with_dropout(c) or "",
+         "Megatron-Core 0.19.2 megatron/core/transformer/transformer_config.py:2538-2566 (dropout defaults 0.1, "
+         ":181/:184; a recipe that sets dropout 0 passes)"),
     Rule("graph_scope_mlp", "core", lambda c: _graphs(c) and c.num_moe_experts > 1, lambda c: "mlp" not in _scope(c),
          lambda c: "mlp cuda graph is only supported for dense layers, but not found in the model. "
                    "(every layer of these model profiles is an MoE layer)", GRAPHS),
@@ -303,14 +516,15 @@ RULES: tuple[Rule, ...] = (
          lambda c: "TE version >= 2.10.0 is required for delay_wgrad_compute with partial cuda graph",
          "Megatron-Core TransformerConfig (core >= 0.16)"),
     Rule("delay_wgrad_te_2_12", "bridge",
-         lambda c: c.delay_wgrad and c.cuda_graph_impl == "transformer_engine" and (
-             "attn" in _scope(c) or ("moe_router" in _scope(c) and bool(c.moe_shared_expert_intermediate_size)
-                                     and not c.moe_shared_expert_overlap)),
+         lambda c: c.delay_wgrad and ("attn" in _scope(c) or (
+             "moe_router" in _scope(c) and c.moe_shared_expert_intermediate_size is not None
+             and not c.moe_shared_expert_overlap)),
          lambda c: _ge(c.te, (2, 12, 0)) and bool(c.gradient_accumulation_fusion)
-         and not (c.add_bias_linear or c.add_qkv_bias),
-         lambda c: "delay_wgrad_compute with CUDA-graph scope attn (or moe_router with non-overlapped shared "
-                   "experts) needs Transformer Engine >= 2.12.0, gradient_accumulation_fusion and no attention bias",
-         "Megatron-Bridge comm_overlap TE check (TE 2.12)"),
+         and not ("attn" in _scope(c) and (c.add_bias_linear or c.add_qkv_bias)),
+         lambda c: "CUDA graph with delay_wgrad_compute (graphed modules attn, or moe_router with non-overlapped "
+                   "shared experts) requires TE >= 2.12.0 and gradient_accumulation_fusion; with attn graphed, no "
+                   "attention bias", "Megatron-Bridge 0.6.2 training/comm_overlap.py:537-557 (keys on the graphed "
+                   "modules, whatever cuda_graph_impl)"),
     Rule("te_unknown", "te", lambda c: c.delay_wgrad and c.te is None, lambda c: False,
          lambda c: "the container profile has no Transformer Engine version: the TE minimums for "
                    "delay_wgrad_compute were not checked here (the real check runs inside the container)",

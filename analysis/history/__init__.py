@@ -53,6 +53,7 @@ _LAZY = {  # name -> the module that defines it, imported on first use (PEP 562)
     "judge_night": "analysis.history.api", "judge_sweep": "analysis.history.api",
     "load_history": "analysis.history.api", "record_summary": "analysis.history.api",
     "write_trend_page": "analysis.history.api", "load_summary": "analysis.history.ingest",
+    "nightly_prior": "analysis.history.api", "series_prior": "analysis.history.api",
     "HistoryStore": "analysis.history.store",
 }
 

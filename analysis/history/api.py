@@ -196,3 +196,61 @@ def write_trend_page(url: str, out_html: str | Path, *, night: date | str | None
     if not sections:
         raise HistoryInputError(f"no night of {', '.join(map(str, chosen))} is on or before {night}")
     return render_trend_page(sections, Path(out_html))
+
+
+def noise_prior(url: str, series: Series, *, before: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+    """The prior on the run-to-run noise of ``series`` learnt from its sweeps recorded before the sweep ``before``
+    (a sweep id; sweeps created earlier, that one excluded): :func:`analysis.measure.pooled.prior_from_rows` over their
+    timed runs. None when the history does not exist, has no such series, or too few sweeps with blocks.
+
+    Raises HistoryError subclasses for a database that exists but cannot be read."""
+    from analysis.measure import prior_from_rows
+
+    with HistoryStore(url, timeout_s=timeout_s, create=False) as store:
+        this = store.sweep(before) if before else None
+        sweeps = [r for r in store.sweep_rows(series) if r["sweep_id"] != before
+                  and (this is None or r["created"] <= this["created"])]
+        wanted = {r["sweep_id"] for r in sweeps}
+        rows = [dict(r) | {"ok": r["status"] in TIMED_STATUSES} for r in store.run_rows(series)
+                if r["sweep_id"] in wanted]
+    rank = {r["sweep_id"]: i for i, r in enumerate(sweeps)}
+    return prior_from_rows(sorted(rows, key=lambda r: rank[r["sweep_id"]]))
+
+
+def series_prior(history: dict[str, Any], *, preset: str, model: str, cluster: str, container: str,
+                 before: str | None = None) -> Any:
+    """The run-to-run noise prior of a series (:class:`analysis.measure.NoisePrior`) from the history that
+    ``history`` (the sweep's ``history.*`` settings) names, learnt from its sweeps created before the sweep
+    ``before`` (None: all of them): :func:`noise_prior`. None when the history is off, absent,
+    or has too few sweeps with blocks.
+
+    Raises:
+        HistoryError: a database that exists but cannot be read (subclasses name why).
+    """
+    if not history.get("enabled") or not history.get("url"):
+        return None
+    from analysis.history.settings import password_from_env
+
+    series = Series(preset=preset, model=model, cluster=cluster, container=container)
+    try:
+        return noise_prior(password_from_env(str(history["url"])), series, before=before or "")
+    except HistoryInputError:  # no database yet: the first night has no prior
+        return None
+
+
+def nightly_prior(manifest: Any, notes: list[str]) -> Any:
+    """:func:`series_prior` of a ``repeats=auto`` sweep's manifest (its series: preset, model, cluster,
+    container), learnt from the sweeps before it; a history that cannot be read adds a note to ``notes`` and gives
+    None (the verdicts stand without a prior)."""
+
+    def name(v: Any) -> str:
+        return str(v.get("name") if isinstance(v, dict) else v or "")
+
+    try:
+        return series_prior((manifest.config or {}).get("history") or {}, preset=name(manifest.name),
+                            model=name(manifest.model), cluster=name(manifest.cluster),
+                            container=name(manifest.container.get("name")) if isinstance(manifest.container, dict)
+                            else "", before=manifest.sweep_id)
+    except Exception as e:  # the verdicts stand without a prior; the report says why it is missing
+        notes.append(f"no nightly noise prior: the history could not be read ({type(e).__name__}: {e})")
+        return None

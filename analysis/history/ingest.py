@@ -113,6 +113,15 @@ def _name(value: Any) -> str | None:
     return None if value in (None, "") else str(value)
 
 
+def _series_model(model: str | None, precision: Any) -> str | None:
+    """The series' model: the model profile for BF16 (and sweeps recorded before the precision axis), ``model@fp8_cs``
+    for another fixed precision, so that nights of different precisions never share a line (a swept precision is
+    in each variant's name already)."""
+    if model is None or precision in (None, "", "bf16", "swept"):
+        return model
+    return f"{model}@{precision}"
+
+
 def _sweep_info(block: Any, manifest: dict[str, Any] | None, where: str, source: str | None) -> SweepInfo:
     block = block if isinstance(block, dict) else {}
     man = manifest or {}
@@ -132,7 +141,8 @@ def _sweep_info(block: Any, manifest: dict[str, Any] | None, where: str, source:
     dirty = man.get("dirty", block.get("dirty"))
     return SweepInfo(
         sweep_id=str(pick("sweep_id")),
-        series=Series(preset=_name(pick("name")), model=_name(pick("model")), cluster=_name(pick("cluster")),
+        series=Series(preset=_name(pick("name")), model=_series_model(_name(pick("model")), man.get("precision")),
+                      cluster=_name(pick("cluster")),
                       container=_name(container.get("name")) or ""),
         created=parse_created(pick("created"), where),
         git_sha=_name(pick("git_sha")),

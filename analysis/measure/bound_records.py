@@ -34,6 +34,8 @@ class SweepBound:
     reference_note: str | None = None  # why no row matched, or how the sweep differs from the matched row
     reference_gate: bool = False
     ceiling: dict[str, Any] | None = None  # the overlap ceiling known at plan time (ceiling_from=)
+    precision: str | None = None  # the sweep's precision (conf/precision/), what the published row was matched on
+    core_recipes: list[str] = field(default_factory=list)  # Megatron-Core's recipes of the same model/GPU/precision
 
     @classmethod
     def from_json(cls, d: dict[str, Any] | None) -> SweepBound | None:

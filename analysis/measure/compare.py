@@ -192,7 +192,8 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
         notes.extend(differences)
         return result(na, "not_comparable")
     pairs = block_pairs(usable_b, usable_v)
-    if len(pairs) >= 2:
+    one_block = len(pairs) == 1 and design.adaptive and design.noise is not None and design.noise.prior is not None
+    if len(pairs) >= 2 or one_block:  # one block decides only with the nightly prior (analysis/measure/pooled.py)
         speedup, verdict, seq = paired_verdict(pairs, design)
         extra.update(blocks=tuple(p.to_json() for p in pairs), sequential=seq)
     elif len(usable_b) == 1 and len(usable_v) == 1:
@@ -206,7 +207,7 @@ def compare_variant(base_runs: Sequence[RunResult], var_runs: Sequence[RunResult
     else:
         speedup = speedup_from_run_medians([r.step_time.median for r in usable_b],
                                            [r.step_time.median for r in usable_v])
-    if len(pairs) < 2:
+    if len(pairs) < 2 and not one_block:
         verdict = verdict_of(speedup)
     if verdict == "equivalent" and not speedup.ci_low <= 1.0 <= speedup.ci_high:
         side = "faster" if speedup.ci_low > 1.0 else "slower"
@@ -255,6 +256,11 @@ def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, toler
         if base_name is None or base_name not in names:
             continue
         base_runs = [r for r in members if r.variant == base_name]
+        group_design = design
+        if design is not None and design.adaptive:  # repeats=auto: the run-level noise pooled over the group's arms
+            from analysis.measure.pooled import group_noise
+
+            group_design = replace(design, noise=group_noise(members, base_name, design.prior))
         mine: list[Comparison] = []
         for name in names:
             if name == base_name:
@@ -262,7 +268,7 @@ def compare_all(runs: Sequence[RunResult], *, baseline: str | None = None, toler
             var_runs = [r for r in members if r.variant == name]
             c = compare_variant(base_runs, var_runs, baseline=base_name, variant=name,
                                 group={} if baseline else dict(var_runs[0].group), tolerance=tolerance,
-                                n_boot=n_boot, seed=seed, design=design)
+                                n_boot=n_boot, seed=seed, design=group_design)
             mine.append(replace(c, control=True) if var_runs[0].role == "control" else c)
         out.extend(mark_doubtful(mine))
     return tuple(out)

@@ -172,3 +172,21 @@ def total(costs: Iterable[FixedCost | None]) -> GpuTime | None:
     steps = sum(c.steps_s or 0.0 for c in known)
     parts = {p: sum(getattr(c, f"{p}_s") or 0.0 for c in known) for p in PARTS}
     return GpuTime(len(known), held, steps, steps / held if held else None, parts)
+
+
+DECIDED = ("faster", "slower", "equivalent")
+
+
+def verdict_cost(held: Iterable[tuple[float | None, int | None]], verdicts: Iterable[str]) -> dict[str, Any] | None:
+    """GPU-seconds per decided verdict of a sweep: every run's held time (s) x its GPUs (``held`` = (held_s, GPUs);
+    a run of unknown size counts 1 GPU), fixed cost included, over the comparisons whose verdict is decided
+    (faster, slower or equivalent). Returns {gpu_s, verdicts, decided, gpu_s_per_decided (None when none is
+    decided)}, or None when no run's held time is known."""
+    known = [(h, g) for h, g in held if h is not None]
+    if not known:
+        return None
+    gpu_s = float(sum(h * max(int(g or 1), 1) for h, g in known))
+    vs = list(verdicts)
+    decided = sum(v in DECIDED for v in vs)
+    return {"gpu_s": round(gpu_s, 3), "verdicts": len(vs), "decided": decided,
+            "gpu_s_per_decided": round(gpu_s / decided, 3) if decided else None}

@@ -5,7 +5,9 @@ the repeat index of a run is its block index. For each block where both the arm 
 r_b = baseline median step (ms) / arm median step (ms) -- the ratio of the two runs' medians in the same block, so
 drift between blocks cancels. The speedup is exp(mean(log r_b)) (a geometric mean of the block ratios) with the 95%
 Student-t interval of mean(log r_b) over the blocks (method ``paired_blocks_t``); the verdict comes from
-:mod:`analysis.measure.sequential` (fixed design, or the adaptive design's first decision). The baseline's median in each
+:mod:`analysis.measure.sequential` (fixed design) or, in ``repeats=auto``, from :mod:`analysis.measure.pooled` (the
+group's pooled run-level noise and the nightly prior; interval method ``pooled_blocks_t``: the moderated t
+interval). The baseline's median in each
 block is the sweep's drift (``drift`` in summary.json).
 """
 
@@ -14,11 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analysis.measure.results import RunResult, Speedup
 from analysis.options import PRACTICAL_THRESHOLD
+
+if TYPE_CHECKING:
+    from analysis.measure.pooled import GroupNoise, NoisePrior
 
 # scipy (via analysis.measure.sequential) is imported by the functions that use it: about 1 s of imports, which a report of
 # loose logs without blocks never needs
@@ -35,13 +41,17 @@ class Design:
     max_blocks: int = 0
     practical_threshold: float = PRACTICAL_THRESHOLD
     alpha: float = 0.05
+    prior: NoisePrior | None = None  # the series' run-to-run noise learnt from past nights (analysis.pooled)
+    noise: GroupNoise | None = None  # the group's pooled noise, set per group by analysis.compare.compare_all
 
     @classmethod
     def from_manifest(cls, design: dict | None, threshold: float = PRACTICAL_THRESHOLD) -> Design:
+        from analysis.measure.pooled import NoisePrior
+
         d = design or {}
         return cls(adaptive=d.get("repeats") == "auto", max_blocks=int(d.get("max_blocks") or 0),
                    practical_threshold=float(d.get("practical_threshold", threshold)),
-                   alpha=float(d.get("alpha", 0.05)))
+                   alpha=float(d.get("alpha", 0.05)), prior=NoisePrior.from_json(d.get("noise_prior")))
 
 
 @dataclass(frozen=True)
@@ -81,10 +91,21 @@ def paired_speedup(log_ratios: Sequence[float], confidence: float = CONFIDENCE) 
 
 
 def paired_verdict(pairs: Sequence[BlockPair], design: Design) -> tuple[Speedup, str, dict | None]:
-    """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks)."""
+    """(speedup, verdict, sequential record or None) of one arm over its blocks (>= 2 blocks; one block in
+    ``repeats=auto`` with the group's nightly prior)."""
     from analysis.measure.sequential import fixed_verdict, sequential_verdict, verdict_name
 
     logs = [math.log(p.ratio) for p in pairs]
+    if design.adaptive and design.max_blocks and design.noise is not None:
+        from analysis.measure.pooled import pooled_speedup, pooled_verdict
+
+        res = pooled_verdict(logs, design.noise, design.max_blocks, design.practical_threshold, design.alpha)
+        got = pooled_speedup(logs, res, CONFIDENCE)
+        if got is not None:
+            speedup = Speedup(*got, "pooled_blocks_t")
+        else:  # one block without a usable prior: the value alone, no interval
+            speedup = paired_speedup(logs) if len(logs) >= 2 else Speedup(math.exp(logs[0]), method="pooled_blocks_t")
+        return speedup, verdict_name(res.state), res.to_json()
     speedup = paired_speedup(logs)
     if design.adaptive and design.max_blocks:
         seq = sequential_verdict(logs, design.max_blocks, design.practical_threshold, design.alpha)

@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analysis.options import N_BOOT, SEED
+from contracts.steady import (
+    default_warmup as default_warmup,  # the rule the payload's auto iterations apply too
+)
 
 if TYPE_CHECKING:  # a type only: statistics of parsed series need not import the parser (pyarrow, RE2)
     from analysis.logs import IterationSeries
@@ -86,11 +89,6 @@ class RunStats:
     @property
     def sufficient(self) -> bool:
         return self.steady >= MIN_STEADY
-
-
-def default_warmup(n_iterations: int) -> int:
-    """max(3, ceil(10% of n_iterations)) iterations of warm-up (CONTRACTS §7)."""
-    return max(3, math.ceil(0.1 * max(0, n_iterations)))
 
 
 def steady_mask(series: IterationSeries, warmup: int, restart_first_iterations: Sequence[int] = ()) -> np.ndarray:

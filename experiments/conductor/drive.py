@@ -76,6 +76,10 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
         detach = False
     try:
         if not collect_only:
+            if m.extra.get("conformance") and not resume:
+                from experiments.conductor.conformance import run_conformance
+
+                run_conformance(sw)
             if m.preflight == Preflight.CONTAINER and not resume:
                 from experiments.conductor.preflight import container_preflight
 

@@ -42,7 +42,8 @@ class BridgeAPI:
     CheckpointConfig: Any
     RNGConfig: Any
     DistributedInitConfig: Any
-    optimizer_factory: Callable[..., Any]
+    OptimizerConfig: Any
+    SchedulerConfig: Any
     apply_flex_dispatcher_backend: Callable[..., Any]
     runtime_config_update: Callable[..., Any]
     get_mixed_precision_config: Callable[..., Any]
@@ -97,8 +98,8 @@ def load_bridge(image_hint: str | None = None) -> BridgeAPI:
         CheckpointConfig=_symbol(cfg + "CheckpointConfig", version),
         RNGConfig=_symbol(cfg + "RNGConfig", version),
         DistributedInitConfig=_symbol(cfg + "DistributedInitConfig", version),
-        optimizer_factory=_symbol(
-            "megatron.bridge.recipes.utils.optimizer_utils.distributed_fused_adam_with_cosine_annealing", version),
+        OptimizerConfig=_symbol(cfg + "OptimizerConfig", version),
+        SchedulerConfig=_symbol(cfg + "SchedulerConfig", version),
         apply_flex_dispatcher_backend=_symbol(
             "megatron.bridge.training.flex_dispatcher_backend.apply_flex_dispatcher_backend", version),
         runtime_config_update=_symbol(cfg + "runtime_config_update", version),

@@ -111,6 +111,25 @@ def build_config(spec: VariantSpec, api: BridgeAPI) -> tuple[Any, list[str]]:
     return call_recipe(resolve_recipe(spec.recipe), spec.hf_path, api)
 
 
+def adam_cosine(api: BridgeAPI, *, warmup_iters: int, decay_iters: int, max_lr: float = 3e-4,
+                min_lr: float = 3e-5) -> tuple[Any, Any]:
+    """The benchmark's optimizer and schedule, built from Megatron-Bridge's own config classes
+    (``megatron.bridge.training.config.OptimizerConfig`` / ``SchedulerConfig``): distributed Adam in bf16 (betas
+    0.9 / 0.95, eps 1e-8, weight decay 0.1 held constant at 0.033 by the scheduler, gradient clipping at 1.0), a
+    linear warm-up over ``warmup_iters`` and a cosine decay to ``min_lr`` over ``decay_iters``. These are the
+    values of Bridge 0.6.2's recipe helper ``distributed_fused_adam_with_cosine_annealing``
+    (megatron/bridge/recipes/utils/optimizer_utils.py, lines 100-167); the helper itself is not imported, since
+    importing anything under ``megatron.bridge.recipes`` runs that package's ``__init__``, which imports every
+    model family's recipes."""
+    opt = api.OptimizerConfig(optimizer="adam", lr=max_lr, min_lr=min_lr, weight_decay=0.1, bf16=True, fp16=False,
+                              adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8, use_distributed_optimizer=True,
+                              clip_grad=1.0)
+    sched = api.SchedulerConfig(start_weight_decay=0.033, end_weight_decay=0.033, weight_decay_incr_style="constant",
+                                lr_decay_style="cosine", lr_warmup_iters=warmup_iters, lr_warmup_init=0.0,
+                                lr_decay_iters=decay_iters, override_opt_param_scheduler=True)
+    return opt, sched
+
+
 def gpt_provider_config(spec: VariantSpec, api: BridgeAPI) -> Any:
     """A ConfigContainer around a GPTModelProvider with :data:`QWEN3_LIKE` blocks, mock data and NullTokenizer.
 
@@ -121,8 +140,7 @@ def gpt_provider_config(spec: VariantSpec, api: BridgeAPI) -> Any:
 
     s = spec.settings
     model = api.GPTModelProvider(activation_func=F.silu, **QWEN3_LIKE)
-    opt, sched = api.optimizer_factory(lr_warmup_iters=max(1, spec.train_iters // 10),
-                                       lr_decay_iters=spec.train_iters, max_lr=3e-4, min_lr=3e-5)
+    opt, sched = adam_cosine(api, warmup_iters=max(1, spec.train_iters // 10), decay_iters=spec.train_iters)
     return api.ConfigContainer(
         model=model,
         train=api.TrainingConfig(train_iters=spec.train_iters, global_batch_size=s["global_batch_size"],
@@ -202,6 +220,7 @@ def apply_variant(cfg: Any, spec: VariantSpec, api: BridgeAPI) -> Applied:
             setattr(cfg.train, key, s[key])
     cfg.train.train_iters = spec.train_iters
     _apply_precision(cfg, model, bool(s.get("bf16")), bool(s.get("fp16")), api, done)
+    _apply_low_precision_recipe(cfg, spec, api, done)
     _apply_comm_overlap(cfg, model, spec, api, done)
     _apply_dispatcher(model, spec, api, done)
     apply_shared_expert_overlap(model, spec, done)
@@ -230,6 +249,18 @@ def _apply_precision(cfg: Any, model: Any, bf16: bool, fp16: bool, api: BridgeAP
     else:
         cfg.mixed_precision = mp
     model.bf16, model.fp16 = bf16, fp16
+
+
+def _apply_low_precision_recipe(cfg: Any, spec: VariantSpec, api: BridgeAPI, done: Applied) -> None:
+    """An FP8/FP4 precision (variant.json ``precision``, conf/precision/) selects its Megatron-Bridge recipe by name
+    (training/mixed_precision.py ``MIXED_PRECISION_RECIPES``, e.g. ``bf16_with_fp8_current_scaling_mixed``): at
+    runtime_config_update Bridge copies the recipe's fp8/fp4 fields onto the model (``MixedPrecisionConfig.setup``),
+    so setting only the model's fields would be undone by a plain ``bf16_mixed``."""
+    name = (spec.precision or {}).get("mixed_precision")
+    if not name or name in ("bf16_mixed", "fp16_mixed"):
+        return
+    cfg.mixed_precision = api.get_mixed_precision_config(name)
+    done.notes.append(f"mixed_precision {name} (precision={spec.precision.get('name')})")
 
 
 def _apply_comm_overlap(cfg: Any, model: Any, spec: VariantSpec, api: BridgeAPI, done: Applied) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from experiments.payload import errors, phases, runtime_info
+from experiments.payload import caches, errors, phases, runtime_info
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import PayloadError
 from experiments.payload.outcome import Outcome, amend_with_error, assemble, loud, write_effective
@@ -91,7 +91,13 @@ def run_validate(spec: VariantSpec, out_dir: Path, api: Any = None) -> int:
 
 
 def run(spec: VariantSpec, out_dir: Path) -> int:
-    """Dispatch on the mode. Train mode works inside ``out_dir`` so that stray relative writes stay there."""
+    """Dispatch on the mode. Train mode works inside ``out_dir`` so that stray relative writes stay there. The
+    HybridEP variables are unset first on an arm that is not hybridep (spec.drop_foreign_env)."""
+    from experiments.payload.spec import drop_foreign_env
+
+    gone = drop_foreign_env(spec.dispatcher)
+    if gone:
+        say(f"[payload] {spec.dispatcher} arm: unset {', '.join(gone)} (HybridEP variables, hybridep arms only)")
     if spec.mode == "validate":
         return run_validate(spec, out_dir)
     from experiments.payload.train_run import run_train
@@ -113,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_variant(Path(args.variant_json).resolve()).with_overrides(args.mode, args.attempt, args.hold_s)
         out_dir.mkdir(parents=True, exist_ok=True)
         say(f"[payload] {spec.mode} {spec.name} attempt={spec.attempt} rank={runtime_info.rank()} out={out_dir}")
+        if spec.mode == "train":  # before torch is imported: each library reads its cache variable at its start
+            set_ = caches.use_caches(Path(args.variant_json), out_dir)
+            if set_ and runtime_info.rank() == 0:
+                say("[payload] caches: " + ", ".join(f"{k}={v}" for k, v in set_.items()))
         if (args.hold_at or spec.hold_at) == "start" and spec.hold_s > 0:
             hold(spec.hold_s)
             held = True

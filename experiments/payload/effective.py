@@ -25,6 +25,7 @@ EFFECTIVE_KEYS = (
     "fp16", "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
     "cuda_graph_impl", "cuda_graph_scope", "mtp_num_layers", "train_iters",
 )
+PRECISION_FIELDS = ("fp8", "fp8_recipe", "fp4", "fp4_recipe")  # conf/precision/*.yaml settings
 TRAIN_KEYS = ("global_batch_size", "micro_batch_size", "train_iters")  # live on cfg.train in Bridge
 VERSION_KEYS = ("python", "torch", "transformer_engine", "megatron_core", "megatron_bridge", "deep_ep", "cuda", "nccl")
 HARDWARE_KEYS = ("gpu_name", "compute_capability", "nodes", "gpus_per_node", "world_size", "hostnames", "nodelist",
@@ -159,6 +160,9 @@ def build_document(spec: VariantSpec, *, effective: dict[str, Any], adjustments:
         "mismatches": jsonable(mismatches),
         "model": {"name": spec.model_name, "recipe": spec.recipe, "hf_path": spec.hf_path},
         "written_at": written_at,
+        # the precision the variant asked for (conf/precision/) and its Megatron-Core fields as requested
+        "precision": {**jsonable(spec.precision or {}),
+                      **{k: jsonable(spec.settings.get(k)) for k in PRECISION_FIELDS if k in spec.settings}},
     }
     doc.update(jsonable(extra or {}))
     return doc

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from experiments.payload.build_checks import build_check_messages
+from experiments.payload.dispatcher_build import build_dispatcher
 from experiments.payload.effective import read_effective
 from experiments.payload.errors import CoreMissing
 from experiments.payload.spec import LIBRARY_DEFAULT_WHEN_NONE
@@ -70,6 +71,7 @@ class CheckResult:
     effective: dict[str, Any] = field(default_factory=dict)
     core_version: str | None = None
     assumed_versions: dict[str, str] = field(default_factory=dict)
+    decided: tuple[str, ...] = ()  # which check decided what (the library's build, or the planner rule standing in)
 
     @property
     def ok(self) -> bool:
@@ -225,7 +227,8 @@ def library_message(exc: BaseException) -> str:
 
 
 def check_transformer_config(settings: dict[str, Any], *, world_size: int | None = None,
-                             versions: dict[str, str | None] | None = None) -> CheckResult:
+                             versions: dict[str, str | None] | None = None,
+                             build: dict[str, Any] | None = None) -> CheckResult:
     """Run Megatron-Core's own checks on a variant's settings (CPU, no GPU, no TE, no process group).
 
     Args:
@@ -235,6 +238,8 @@ def check_transformer_config(settings: dict[str, Any], *, world_size: int | None
         versions: optional ``{"torch": ..., "transformer_engine": ...}`` of the target container; the
             version-dependent rules (torch >= 2.6 for overlap, TE minimums) then use them instead of the
             installed ones (see :func:`assumed_versions`).
+        build: the target container's versions (variant.json ``container``) to also build the MoE token
+            dispatcher as the model build does (:mod:`experiments.payload.dispatcher_build`); None skips the build.
 
     Returns:
         CheckResult; ``verdict == "fail"`` when TransformerConfig raised, a setting is unknown to this core, a
@@ -257,6 +262,7 @@ def check_transformer_config(settings: dict[str, Any], *, world_size: int | None
                            core_version=core["version"])
     messages: list[str] = []
     effective: dict[str, Any] = {}
+    decided = ["TransformerConfig.__post_init__ (the library)"]
     with warnings.catch_warnings(record=True) as caught, assumed_versions(
             versions.get("torch"), versions.get("transformer_engine")) as used:
         warnings.simplefilter("always")
@@ -267,13 +273,18 @@ def check_transformer_config(settings: dict[str, Any], *, world_size: int | None
         else:
             effective = read_effective(cfg, None, {k: settings.get(k) for k in NON_TRANSFORMER_FIELDS})
             messages.extend(build_check_messages(cfg))  # what the model build and first step check (router, heads)
+            if build is not None and not messages:
+                built = build_dispatcher(cfg, build, library_message)
+                messages.extend(built.failures)
+                not_run.extend(built.not_run)
+                decided.append(f"token dispatcher: {built.decided}")
             mb = _microbatch_check(core, settings, world_size, not_run)
             if mb:
                 messages.append(mb)
     warned = tuple(dict.fromkeys(" ".join(str(w.message).split()) for w in caught))
     return CheckResult("fail" if messages else "pass", messages=tuple(messages), warnings=warned,
                        not_run=tuple(not_run), effective=effective, core_version=core["version"],
-                       assumed_versions=used)
+                       assumed_versions=used, decided=tuple(decided))
 
 
 def _microbatch_check(core: dict[str, Any], settings: dict[str, Any], world_size: int | None,

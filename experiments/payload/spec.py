@@ -26,6 +26,31 @@ DEFAULT_TRAIN_ITERS = 30  # CONTRACTS §7: leaves >= 20 steady iterations after 
 
 # Settings whose ``None`` means "keep the recipe's / provider's own value" (experiments/config.py ModelConfig):
 # they are set only when the model profile gives a value.
+# HybridEP tuning variables, read by DeepEP's HybridEPBuffer only on the hybridep backend. NVIDIA's recipes export them
+# on HybridEP arms only (Megatron-Bridge 0.6.2 perf_recipes/environment.py:28-39, HYBRID_EP_ENV_NAMES), so the planner
+# records them on those arms only and the payload unsets them on the others (:func:`drop_foreign_env`).
+HYBRID_EP_ENV_NAMES = ("NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN", "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API",
+                       "NVLINK_DOMAIN_SIZE", "USE_MNNVL")
+
+
+def arm_env(env: dict[str, Any], dispatcher: str) -> dict[str, Any]:
+    """The environment of one arm: the HybridEP variables only on a hybridep arm."""
+    return dict(env) if dispatcher == "hybridep" else {k: v for k, v in env.items() if k not in HYBRID_EP_ENV_NAMES}
+
+
+def drop_foreign_env(dispatcher: str, environ: Any = None) -> list[str]:
+    """Unset the HybridEP variables in this process on an arm that is not hybridep; returns the names unset."""
+    import os
+
+    env = os.environ if environ is None else environ
+    if dispatcher == "hybridep":
+        return []
+    gone = [n for n in HYBRID_EP_ENV_NAMES if n in env]
+    for n in gone:
+        del env[n]
+    return gone
+
+
 LIBRARY_DEFAULT_WHEN_NONE = ("moe_permute_fusion", "moe_router_fusion", "bias_activation_fusion",
                              "apply_rope_fusion", "cross_entropy_loss_fusion", "cross_entropy_fusion_impl")
 
@@ -52,7 +77,9 @@ class VariantSpec:
     cluster: dict[str, Any] = field(default_factory=dict)
     container: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
-    train_iters: int = DEFAULT_TRAIN_ITERS
+    train_iters: int = DEFAULT_TRAIN_ITERS  # with auto_iters: the cap (payload.max_iters)
+    auto_iters: bool = False  # payload.train_iters=auto: stop once the steady step time is known (auto_iters.py)
+    stop_precision: float = 0.005  # payload.stop_precision: the relative half-width that stops an auto run
     seed: int = 1234
     hold_s: float = 0.0
     hold_at: str = "end"  # "end": hold after the work; "start": hold first (a job stopped mid-run)
@@ -61,6 +88,8 @@ class VariantSpec:
     attempt: int | None = None
     sweep_id: str | None = None
     profile: bool = False  # payload.profile: capture a torch.profiler trace of a few steady steps (attempt 1)
+    # precision (conf/precision/): its name and the Megatron-Bridge mixed-precision recipe train mode selects
+    precision: dict[str, Any] = field(default_factory=lambda: {"name": "bf16", "mixed_precision": "bf16_mixed"})
 
     @property
     def world_size(self) -> int | None:
@@ -141,7 +170,12 @@ def load_variant(path: str | Path) -> VariantSpec:
     payload = doc.get("payload") or {}
     _expect(isinstance(payload, dict), p, "'payload' must be an object")
     train_iters = payload.get("train_iters") or DEFAULT_TRAIN_ITERS
+    auto = train_iters == "auto"
+    if auto:
+        train_iters = payload.get("max_iters") or DEFAULT_TRAIN_ITERS
     _expect(isinstance(train_iters, int) and train_iters > 0, p, f"payload.train_iters {train_iters!r} is not > 0")
+    stop = payload.get("stop_precision") or 0.005
+    _expect(isinstance(stop, int | float) and 0 < stop < 1, p, f"payload.stop_precision {stop!r} is not in (0, 1)")
     allow = doc.get("allow_adjust")
     return VariantSpec(
         path=str(p),
@@ -159,6 +193,8 @@ def load_variant(path: str | Path) -> VariantSpec:
         container=dict(doc.get("container") or {}),
         env={str(k): v for k, v in (doc.get("env") or {}).items()},
         train_iters=train_iters,
+        auto_iters=auto,
+        stop_precision=float(stop),
         seed=int(payload.get("seed", 1234)),
         hold_s=float(payload.get("hold_s") or 0),
         hold_at="start" if payload.get("hold_at") == "start" else "end",
@@ -166,6 +202,7 @@ def load_variant(path: str | Path) -> VariantSpec:
         allow_adjust=tuple(allow) if allow is not None else DEFAULT_ALLOW_ADJUST,
         sweep_id=doc.get("sweep_id"),
         profile=payload.get("profile") is True,
+        precision=dict(doc.get("precision") or {"name": "bf16", "mixed_precision": "bf16_mixed"}),
     )
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.payload import phases, profile, runtime_info
+from experiments.payload.auto_iters import AutoIters, StopRule
 from experiments.payload.bridge_api import BridgeAPI, is_hf_unreachable, load_bridge, stub_compile_helpers
 from experiments.payload.bridge_config import Applied, apply_variant, build_config, model_config_of
 from experiments.payload.effective import read_effective
@@ -159,15 +160,30 @@ class TrainStartHook:
             f"{len(hostnames)} rank(s); dispatchers {runtime['token_dispatchers']}")
 
 
-def run_pretrain(api: BridgeAPI, cfg: Any, hook: TrainStartHook) -> None:
-    """``pretrain(cfg, forward_step)`` with ``hook`` at train start (callbacks, else a wrapper around ``train``)."""
+def run_pretrain(api: BridgeAPI, cfg: Any, hook: TrainStartHook, auto: AutoIters | None = None) -> None:
+    """``pretrain(cfg, forward_step)`` with ``hook`` at train start (callbacks, else a wrapper around ``train``) and,
+    for ``payload.train_iters=auto``, ``auto`` at every step's start and end (callbacks only).
+
+    Raises:
+        TrainingFailed: ``auto`` on a Megatron-Bridge without callbacks (no per-step hook to stop the run).
+    """
     if api.Callback is not None and "callbacks" in inspect.signature(api.pretrain).parameters:
         class OnTrainStart(api.Callback):
             def on_train_start(self, context: Any) -> None:
                 hook(context.state.cfg, context.model)
 
+            if auto is not None:
+                def on_train_step_start(self, context: Any) -> None:
+                    auto.step_start()
+
+                def on_train_step_end(self, context: Any) -> None:
+                    auto.step_end(context.state.cfg, context.state.train_state.step)
+
         api.pretrain(cfg, api.forward_step, callbacks=[OnTrainStart()])
         return
+    if auto is not None:
+        raise TrainingFailed(f"payload.train_iters=auto needs Megatron-Bridge callbacks (on_train_step_end); "
+                             f"Megatron-Bridge {api.version} has none: set payload.train_iters to a number")
     module, original = api.pretrain_module, api.pretrain_module.train
 
     def train(*args: Any, **kwargs: Any) -> Any:
@@ -226,8 +242,9 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
     precheck(spec, cfg, api, applied, out_dir, rank)
     phases.stamp("checked")
     hook = TrainStartHook(spec, applied, out_dir, rank)
+    auto = AutoIters(StopRule(spec.stop_precision, spec.train_iters), say) if spec.auto_iters else None
     try:
-        run_pretrain(api, cfg, hook)
+        run_pretrain(api, cfg, hook, auto)
     except PayloadError:
         raise
     except Exception as e:
@@ -240,4 +257,5 @@ def run_train(spec: VariantSpec, out_dir: Path, api: BridgeAPI | None = None) ->
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise TrainingFailed(f"pretrain raised {type(e).__name__}: {first}") from e
     phases.stamp("trained")
-    say(f"[payload] train {spec.name}: pretrain returned after {spec.train_iters} iterations")
+    done = auto.stopped_at if auto is not None and auto.stopped_at else spec.train_iters
+    say(f"[payload] train {spec.name}: pretrain returned after {done} iterations")

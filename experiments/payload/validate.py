@@ -93,13 +93,15 @@ def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
     view, applied = SimpleNamespace(**gpt_provider_blocks(spec), **spec.settings), Applied()
     apply_shared_expert_overlap(view, spec, applied)  # the same adjustment train mode makes
     versions = target_versions(spec)
-    r = check_transformer_config(vars(view), world_size=spec.world_size, versions=versions)
+    r = check_transformer_config(vars(view), world_size=spec.world_size, versions=versions,
+                                 build=dict(spec.container))
     if r.unknown_fields:
         raise UnknownField(f"on megatron-core {r.core_version}: " + "; ".join(r.messages))
     unchecked: list[str] = []
     if not r.ok and not versions.get("transformer_engine") and not _te_installed():
         with_te = check_transformer_config(vars(view), world_size=spec.world_size,
-                                           versions={**versions, "transformer_engine": ASSUMED_TE})
+                                           versions={**versions, "transformer_engine": ASSUMED_TE},
+                                           build=dict(spec.container))
         if with_te.ok:  # every message came from a Transformer Engine requirement: a gap here, not a rejection
             unchecked = [f"not checked: transformer_engine is not installed here ({m})" for m in r.messages]
             r = with_te
@@ -107,6 +109,7 @@ def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
     effective["train_iters"] = spec.train_iters
     notes = [f"Megatron-Core {r.core_version} checks; version-keyed rules assumed {r.assumed_versions}"
              if r.assumed_versions else f"Megatron-Core {r.core_version} checks with the installed versions"]
+    notes += [f"decided by: {d}" for d in r.decided]
     warnings = list(r.warnings) + ([] if r.ok else ["effective = requested: the config was rejected, never built"])
     target_core = spec.container.get("megatron_core")
     if target_core and r.core_version and str(r.core_version).split("+")[0] != str(target_core):

@@ -130,6 +130,25 @@ def test_real_format_baseline_below_the_published_row_warns(tmp_path):
     md = (tmp_path / "out" / "report.md").read_text()
     assert "WARNING: 10.5% below the published figure" in md and ROW["source"] in md
     assert md.index("Published baseline") < md.index("## Runs")
+    assert f"{ROW['tflops_per_gpu']} TFLOP/s/GPU" in md and "matched row" in md  # the report names the row
+
+
+def test_report_names_the_row_matched_on_precision_and_the_core_recipe(tmp_path):
+    """An fp8_cs sweep: the report names the published FP8 row it matched and Megatron-Core's recipe line."""
+    from experiments.reference import core_recipe_notes, match_row
+
+    row, _ = match_row("qwen3_30b_a3b", "h100", 16, "fp8")
+    sw = make_sweep(tmp_path, [{"name": "a2a.ovl0.dw0", "dispatcher": "alltoall", "overlap": False,
+                                "delay_wgrad": False, "role": "baseline",
+                                "attempts": [{"lines": None, "effective": None}]}])
+    m = json.loads((sw / "manifest.json").read_text())
+    m["bound"] = {"gpu_type": "h100", "peak_tflops": 989.0, "reference": row, "precision": "fp8_cs",
+                  "core_recipes": core_recipe_notes("qwen3_30b_a3b", "h100", "fp8")}
+    (sw / "manifest.json").write_text(json.dumps(m))
+    write_report(analyze_sweep(sw), tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "matched row (fp8_cs): Qwen3_30B_a3B on 16 x h100, fp8, nemo:26.06: 203 TFLOP/s/GPU" in md
+    assert "Megatron-Core recipe on 32 x h100 fp8" in md
 
 
 def test_ceiling_from_an_earlier_sweep(tmp_path):

@@ -28,14 +28,22 @@ def test_order_statistic_medians_have_the_distribution_of_the_drawn_steps():
 def test_output_has_every_drift_with_its_goals_and_the_last_line(capsys):
     assert verdicts.main(["--trials", "200", "--aa-trials", "3000", "--in-tree"]) == 0  # (this process)
     out = capsys.readouterr().out.splitlines()
-    rows = [line for line in out if re.match(r"\s+\d+\.\d\s", line) and "goals" not in line]
+    rows = [line for line in out if re.match(r"\s+\d+\.\d\s", line) and "A/A<=5%" in line]
     assert [float(r.split()[0]) for r in rows] == list(verdicts.DRIFTS)
+    nightly = [line for line in out if re.match(r"\s+\d+\.\d\s", line) and line.rstrip().endswith(" s")]
+    assert [float(r.split()[0]) for r in nightly] == list(verdicts.DRIFTS)
+    for r in nightly:  # A/A with a right prior and one too low, power nightly / today, GPU-s per decided verdict
+        assert re.search(r"\d+\.\d\d% \(\d\.\d\d\)\s+\d+\.\d\d% \(\d\.\d\d\)\s+\d+\.\d% / \d+\.\d%\s+\d+ / \d+ s$", r), r
     for r in rows:  # adaptive A/A with its MC SE, power adaptive / fixed, GPU-hours ratio, the three goals
         assert re.search(r"\d+\.\d\d% \(\d\.\d\d\)\s+\d+\.\d% / \d+\.\d%\s+\d\.\d\d  A/A<=5% (yes|NO), "
                          r"power (yes|NO), GPU<=0.60 (yes|NO)$", r), r
     assert re.fullmatch(r"A/A false positive \d+\.\d\d%; power 5%: \d+\.\d% \(fixed: \d+\.\d%\); "
-                        r"GPU-hours vs fixed: \d\.\d\d", out[-1]), out[-1]
-    assert "Monte Carlo standard error" in out[-2] and "3000 A/A arms" in out[-2]
+                        r"GPU-hours vs fixed: \d\.\d\d", out[-2]), out[-2]
+    assert "Monte Carlo standard error" in out[-3] and "3000 A/A arms" in out[-3]
+    drifts = ", ".join(rf"{d:g}%: \d+\.\d\d%" for d in verdicts.DRIFTS)
+    assert re.fullmatch(rf"GPU-seconds per decided verdict: nightly \d+ s vs today's repeats=auto \d+ s \(\d\.\d\dx; "
+                        rf"power 5% \d+\.\d% vs \d+\.\d%\); nightly A/A false positives by drift {drifts}; "
+                        rf"prior too low: {drifts}", out[-1]), out[-1]
 
 
 def test_bad_arguments_exit_2():

@@ -42,7 +42,7 @@ def test_the_control_arm_is_never_faster_or_slower_and_its_noise_marks_the_group
     rc, s = _analyse(tmp_path, "aa_control")
     assert rc == 0 and {r["status"] for r in s["runs"]} == {"ok"} and len(s["runs"]) == 6
     (c,) = s["comparisons"]
-    assert c["control"] and c["variant"] == "a2a.ovl0.dw0.ctl" and c["speedup_method"] == "paired_blocks_t"
+    assert c["control"] and c["variant"] == "a2a.ovl0.dw0.ctl" and c["speedup_method"] == "pooled_blocks_t"
     # the A/A test: same config twice per block; its verdict must not claim a difference
     assert c["verdict"] not in ("faster", "slower")
     lo, hi = c["speedup"]["ci_low"], c["speedup"]["ci_high"]
@@ -98,7 +98,7 @@ def test_a_real_small_effect_in_interleaved_blocks_is_measured_and_judged_agains
     assert rc == 0 and len(s["runs"]) == 6 and {r["status"] for r in s["runs"]} == {"ok"}
     (c,) = s["comparisons"]
     assert (c["variant"], c["baseline"]) == ("ag.ovl0.dw0", "a2a.ovl0.dw0")
-    assert c["speedup_method"] == "paired_blocks_t" and len(c["blocks"]) == 3
+    assert c["speedup_method"] == "pooled_blocks_t" and len(c["blocks"]) == 3
     # the effect is real: allgather is faster in every block and the interval over the blocks excludes 1
     assert all(b["ratio"] > 1.0 for b in c["blocks"])
     assert 1.0 < c["speedup"]["ci_low"] < c["speedup"]["value"] < c["speedup"]["ci_high"] < 1.02

@@ -186,7 +186,9 @@ def test_adaptive_control_sweep_end_to_end_blocks_control_and_drift_in_manifest_
     assert all({"a2a.ovl0.dw0", "a2a.ovl0.dw0.ctl"} <= set(b["order"]) for b in m.blocks)
     # execution order = recorded order (attempts are numbered per variant: a1, a2, ...)
     assert [t.rsplit(".a", 1)[0] for t in backend.launched] == [f"{n}.r{r}" for n, r in m.runs]
-    assert summary["drift"][0]["spread"] > 0.03 and len(summary["drift"][0]["blocks"]) == len(m.blocks)
+    # the block variance is pooled over the three arms (analysis/measure/pooled.py), so the control is decided in
+    # fewer blocks than with its own variance alone: the baseline's drift is seen over those blocks only
+    assert summary["drift"][0]["spread"] > 0.02 and len(summary["drift"][0]["blocks"]) == len(m.blocks)
     assert summary["noise_floor"][0]["control"] == "a2a.ovl0.dw0.ctl"
     report = (root / "report" / "report.md").read_text()
     assert "Noise floor" in report and "Drift of the baseline" in report and (root / "report" / "drift.png").is_file()

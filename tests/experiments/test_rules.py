@@ -136,7 +136,42 @@ def test_c05_deepep_on_gb200_rejected_with_hybridep_hint():
 def test_ncclep_needs_hopper_and_core_019():
     assert "ncclep_gpu" in errors(ctx("ncclep", gpu="a100"))
     assert "ncclep_core" in errors(ctx("ncclep", core="0.18.0"))
-    assert errors(ctx("ncclep", gpu="h100")) == {}
+    assert errors(ctx("ncclep", gpu="h100", te="2.18.0", moe_expert_rank_capacity_factor=1.5,
+                      moe_ncclep_static_shape=True)) == {}
+
+
+def test_ncclep_needs_capacity_factor_and_te_with_nccl_ep():
+    # the proven stack (core 0.19.2, TE 2.12) cannot build an ncclep arm: both the buffer budget and NCCL EP miss
+    e = errors(ctx("ncclep", overlap=False, te="2.12.0"))
+    assert {"ncclep_capacity_factor", "ncclep_te"} <= set(e)
+    assert "moe_expert_rank_capacity_factor" in e["ncclep_capacity_factor"]
+    assert set(errors(ctx("ncclep", overlap=False, te="2.18.0"))) == {"ncclep_capacity_factor"}
+    assert errors(ctx("ncclep", overlap=False, te="2.18.0", moe_expert_rank_capacity_factor=1.5)) == {}
+    # core 0.18 had no capacity-factor requirement (it had no ncclep backend at all: ncclep_core)
+    assert "ncclep_capacity_factor" not in errors(ctx("ncclep", overlap=False, core="0.18.0"))
+
+
+def test_ncclep_overlap_without_static_shape_warns_of_the_sync():
+    c = ctx("ncclep", te="2.18.0", moe_expert_rank_capacity_factor=1.5)
+    assert "ncclep_overlap_static_shape" in warnings(c) and not errors(c)
+    assert "ncclep_overlap_static_shape" not in warnings(ctx("ncclep", te="2.18.0", moe_ncclep_static_shape=True,
+                                                             moe_expert_rank_capacity_factor=1.5))
+
+
+def test_precision_rules_key_on_gpu_te_and_core():
+    from dataclasses import replace
+
+    base = ctx(overlap=False)
+    assert "precision_arch" in errors(replace(base, precision="nvfp4"))
+    assert "Blackwell" in errors(replace(base, precision="mxfp8"))["precision_arch"]
+    assert "precision_arch" not in errors(replace(base, precision="nvfp4", gpu_type="b200"))
+    assert errors(replace(base, precision="fp8_cs")) == {}
+    assert "precision_te" in errors(replace(base, precision="fp8_cs", te=(2, 1, 0)))
+    assert "precision_te" in errors(replace(base, precision="nvfp4", gpu_type="b200", te=(2, 6, 0)))
+    ovl = ctx(overlap=True, gpu="b200", env={"CUDA_DEVICE_MAX_CONNECTIONS": "32"})
+    assert "nvfp4_overlap_core" in errors(replace(ovl, precision="nvfp4", core=(0, 19, 1)))
+    assert "nvfp4_overlap_core" not in errors(replace(ovl, precision="nvfp4", core=(0, 19, 2)))
+    assert "nvfp4_overlap_core" not in errors(replace(base, precision="nvfp4", gpu_type="b200", core=(0, 18, 0)))
 
 
 def test_missing_deepep_package_prunes_flex():
@@ -214,3 +249,71 @@ def test_hopper_tp_with_overlap_warns_and_blackwell_does_not():
     assert "hopper_tp_overlap_connections" not in warnings(ctx(overlap=False, tensor_model_parallel_size=2,
                                                                 num_query_groups=4))
     assert "hopper_tp_overlap_connections" not in warnings(ctx())
+
+
+# --- rules completed against Core 0.19.2 / Bridge 0.6.2 (each cites its file and line in experiments/rules.py)
+def test_whole_layer_te_graph_with_overlap_is_pruned():
+    assert "overlap_whole_layer_graph" in errors(ctx(cuda_graph_impl="transformer_engine", cuda_graph_scope=[]))
+    assert "overlap_whole_layer_graph" not in errors(ctx(cuda_graph_impl="transformer_engine",
+                                                         cuda_graph_scope=["moe_router", "moe_preprocess"]))
+    assert "overlap_whole_layer_graph" not in errors(ctx(overlap=False, cuda_graph_impl="transformer_engine"))
+
+
+def test_one_microbatch_per_step_warns_that_nothing_overlaps():
+    assert "overlap_one_microbatch" in warnings(ctx(global_batch_size=8, world=8))  # DP 8, MBS 1: 1 micro-batch
+    assert "overlap_one_microbatch" not in warnings(ctx(global_batch_size=64, world=8))
+
+
+def test_ep_overlap_companion_knobs():
+    assert "dispatch_bwd_wgrad_excludes_overlap" in errors(ctx(overlap_dispatch_backward_with_experts_wgrad=True))
+    assert "dispatch_bwd_wgrad_excludes_overlap" not in errors(ctx(
+        overlap=False, overlap_dispatch_backward_with_experts_wgrad=True))
+    assert "early_attn_release_needs_overlap" in errors(ctx(overlap=False, ep_overlap_early_attn_memory_release=True))
+    assert "early_attn_release_needs_overlap" not in errors(ctx(ep_overlap_early_attn_memory_release=True))
+
+
+def test_shared_expert_overlap_needs_alltoall_or_flex():
+    c = ctx("allgather", overlap=False, moe_shared_expert_intermediate_size=512, moe_shared_expert_overlap=True)
+    assert "shared_expert_overlap_dispatcher" in errors(c)
+    assert "shared_expert_overlap_dispatcher" not in errors(ctx(
+        overlap=False, moe_shared_expert_intermediate_size=512, moe_shared_expert_overlap=True))
+
+
+def test_hybridep_padded_dispatch_warning_keys_on_the_bridge_version():
+    from dataclasses import replace
+
+    c = ctx("hybridep", overlap=False)
+    assert "hybridep_padded_dispatch" in warnings(replace(c, bridge=(0, 6, 1)))
+    assert "hybridep_padded_dispatch" not in warnings(replace(c, bridge=(0, 6, 2)))
+    assert "hybridep_padded_dispatch" not in warnings(replace(c, bridge=(0, 6, 0), settings={
+        **c.settings, "cuda_graph_impl": "transformer_engine"}))
+
+
+def test_delay_wgrad_te_2_12_keys_on_graphed_modules_whatever_the_implementation():
+    attn_local = ctx(delay_wgrad=True, te="2.11.0", cuda_graph_impl="local", cuda_graph_scope=["attn"],
+                     gradient_accumulation_fusion=True)
+    assert "delay_wgrad_te_2_12" in errors(attn_local)
+    # attention bias only matters when attn is graphed
+    router = ctx(delay_wgrad=True, te="2.12.0", cuda_graph_impl="transformer_engine", cuda_graph_scope=["moe_router"],
+                 moe_shared_expert_intermediate_size=512, gradient_accumulation_fusion=True, add_qkv_bias=True)
+    assert "delay_wgrad_te_2_12" not in errors(router)
+
+
+def test_known_failures_warn():
+    assert "deepep_b200_internode" in warnings(ctx("deepep", gpu="b200", expert_model_parallel_size=32,
+                                                   num_moe_experts=64, world=64, nodes=8))
+    assert "deepep_b200_internode" not in warnings(ctx("deepep", gpu="b200", world=64, nodes=8))  # EP 8: one node
+    assert "ncclep_nvl72_low_latency" in warnings(ctx("ncclep", gpu="gb200"))
+    assert "overlap_deadlock_at_scale" in warnings(ctx(world=256, global_batch_size=1024))
+    assert "overlap_deadlock_at_scale" not in warnings(ctx(world=8))
+
+
+def test_capacity_padding_paged_stash_and_sm_knobs():
+    assert "deepep_pad_to_capacity" in errors(ctx("deepep", overlap=False, moe_pad_expert_input_to_capacity=True,
+                                                  moe_expert_capacity_factor=1.0))
+    assert "pad_needs_capacity_factor" in errors(ctx(overlap=False, moe_pad_expert_input_to_capacity=True))
+    assert not errors(ctx(overlap=False, moe_pad_expert_input_to_capacity=True, moe_expert_capacity_factor=1.0))
+    assert "paged_stash_needs_rank_capacity" in errors(ctx(overlap=False, moe_paged_stash=True))
+    c = ctx("deepep", overlap=False, moe_deepep_num_sms=20, moe_hybridep_num_sms=24)
+    assert "deprecated_sm_knobs" in errors(c) and "deprecated_sm_knob_used" in warnings(c)
+    assert "deprecated_sm_knobs" not in errors(ctx("deepep", overlap=False, moe_deepep_num_sms=20))

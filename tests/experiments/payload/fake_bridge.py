@@ -150,10 +150,6 @@ def pretrain(cfg: Any, forward_step: Any, callbacks: list[Any] | None = None) ->
     STATE["trained_cfg"] = cfg
 
 
-def optimizer_factory(**kw: Any) -> tuple[Bag, Bag]:
-    return Bag(lr=kw.get("max_lr")), Bag(lr_warmup_iters=kw["lr_warmup_iters"], lr_decay_iters=kw["lr_decay_iters"])
-
-
 def fake_api(**over: Any) -> BridgeAPI:
     """A BridgeAPI whose members are the fakes above (``over`` replaces members)."""
     kw: dict[str, Any] = dict(
@@ -161,7 +157,7 @@ def fake_api(**over: Any) -> BridgeAPI:
         CommOverlapConfig=FakeCommOverlapConfig, TrainingConfig=Bag, ValidationConfig=Bag,
         DistributedDataParallelConfig=Bag, GPTDatasetConfig=Bag, LoggerConfig=Bag, TokenizerConfig=Bag,
         CheckpointConfig=Bag, RNGConfig=lambda seed: Bag(seed=seed, te_rng_tracker=False),
-        DistributedInitConfig=Bag, optimizer_factory=optimizer_factory, apply_flex_dispatcher_backend=apply_flex,
+        DistributedInitConfig=Bag, OptimizerConfig=Bag, SchedulerConfig=Bag, apply_flex_dispatcher_backend=apply_flex,
         runtime_config_update=runtime_config_update, get_mixed_precision_config=mixed_precision,
         pretrain=pretrain, forward_step=lambda *a: None, pretrain_module=None, Callback=FakeCallback,
         set_cuda_graph_modules=None, AutoBridge=None,

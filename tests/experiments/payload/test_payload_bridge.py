@@ -350,7 +350,7 @@ def test_bridge_without_gpu_falls_back_to_core_checks_for_flex(tmp_path, monkeyp
     def no_gpu_flex(model, backend=None):
         raise RuntimeError("Found no NVIDIA driver on your system.")
 
-    spec = spec_of(tmp_path, make_variant("deepep", True))
+    spec = spec_of(tmp_path, make_variant("deepep", True, container={"deep_ep": "1.2.1"}))  # a target with DeepEP
     v = validate.validate(spec, fb.fake_api(apply_flex_dispatcher_backend=no_gpu_flex))
     assert v.verdict == "pass"
     assert any("validate_flex_dispatcher_backend" in n and "needs a GPU" in n for n in v.doc["checks"]["not_run"])

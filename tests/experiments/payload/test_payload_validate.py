@@ -26,6 +26,11 @@ def validate_doc(tmp_path, capsys, doc):
     return code, read_effective(out), capsys.readouterr().out
 
 
+# a target container with DeepEP: validate builds the flex dispatcher against it (dispatcher_build.py); the proven
+# stack's profile (deep_ep: null) is refused with Megatron-Core's "DeepEP is not installed"
+WITH_DEEPEP = {"deep_ep": "1.2.1"}
+
+
 def test_valid_variant_passes_and_the_document_is_complete(tmp_path, capsys):
     code, doc, out = validate_doc(tmp_path, capsys, make_variant("alltoall", True, True,
                                                                  axes={"model.expert_model_parallel_size": 2}))
@@ -112,7 +117,8 @@ def test_environment_is_recorded_and_secrets_masked(tmp_path, capsys, monkeypatc
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     monkeypatch.setenv("WANDB_API_KEY", "s3cr3t-value")
     monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
-    doc_in = make_variant("hybridep", True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32", "WANDB_API_KEY": "***"})
+    doc_in = make_variant("hybridep", True, env={"CUDA_DEVICE_MAX_CONNECTIONS": "32", "WANDB_API_KEY": "***"},
+                          container=WITH_DEEPEP)
     code, doc, _ = validate_doc(tmp_path, capsys, doc_in)
     assert code == 0
     assert doc["env"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "32" and doc["env"]["WANDB_API_KEY"] == "***"
@@ -123,7 +129,7 @@ def test_environment_is_recorded_and_secrets_masked(tmp_path, capsys, monkeypatc
 
 @pytest.mark.slow
 def test_subprocess_entry_point(tmp_path):
-    path = write_variant(tmp_path, make_variant("deepep", True))
+    path = write_variant(tmp_path, make_variant("deepep", True, container=WITH_DEEPEP))
     p = subprocess.run([sys.executable, "-m", "experiments.train", str(path), str(tmp_path / "out")], cwd=ROOT,
                        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                        preexec_fn=lambda: os.umask(0o077))  # a restrictive umask is honoured
@@ -136,7 +142,8 @@ def test_subprocess_entry_point(tmp_path):
 
 def test_validate_all_writes_one_document_per_variant(tmp_path, capsys):
     sweep = tmp_path / "sweep"
-    good = [make_variant("alltoall"), make_variant("alltoall", True), make_variant("deepep", True)]
+    good = [make_variant("alltoall"), make_variant("alltoall", True),
+            make_variant("deepep", True, container=WITH_DEEPEP)]
     bad = make_variant("alltoall", False, True)
     for d in good + [bad]:
         write_variant(sweep / "variants", d)
@@ -187,3 +194,38 @@ def test_validate_all_keeps_both_documents_when_names_repeat(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["a2a.ovl0.dw0", "a2a.ovl0.dw0~2", "validate_all.json"]
     folders = [r["folder"] for r in json.loads((tmp_path / "o" / "validate_all.json").read_text())["results"]]
     assert folders == ["a2a.ovl0.dw0", "a2a.ovl0.dw0~2"]
+
+
+def test_validate_builds_the_dispatcher_and_refuses_ncclep_with_the_library_message(tmp_path, capsys):
+    """An ncclep arm forced past the planner (preflight=off) is refused by validate on Megatron-Core 0.19.2 with the
+    library's own message and place: the dispatcher build, not TransformerConfig, holds these checks."""
+    code, doc, _ = validate_doc(tmp_path, capsys, make_variant("ncclep", False))
+    assert code == 1
+    text = " ".join(doc["checks"]["messages"])
+    assert "TransformerEngine NCCL EP is unavailable" in text and "token_dispatcher.py:" in text
+    assert any("decided by: token dispatcher" in n for n in doc["notes"])
+    # a target with NCCL EP (TE 2.18) gets to the next library check: the buffer budget
+    code, doc, _ = validate_doc(tmp_path / "te218", capsys,
+                                make_variant("ncclep", False, container={"transformer_engine": "2.18.0"}))
+    assert code == 1 and "requires moe_expert_rank_capacity_factor to be set" in str(doc["checks"])
+    code, doc, _ = validate_doc(tmp_path / "ok", capsys, make_variant(
+        "ncclep", False, container={"transformer_engine": "2.18.0"},
+        settings={"moe_expert_rank_capacity_factor": 1.5}))
+    assert code == 0, doc["checks"]
+
+
+def test_the_document_records_the_precision(tmp_path, capsys):
+    s = {"fp8": "hybrid", "fp8_recipe": "tensorwise"}
+    code, doc, _ = validate_doc(tmp_path, capsys, make_variant(
+        "alltoall", settings=s, precision={"name": "fp8_cs", "mixed_precision": "bf16_with_fp8_current_scaling_mixed"}))
+    assert code == 0, doc["checks"]
+    assert doc["precision"] == {"name": "fp8_cs", "mixed_precision": "bf16_with_fp8_current_scaling_mixed",
+                                "fp8": "hybrid", "fp8_recipe": "tensorwise"}
+    code, doc, _ = validate_doc(tmp_path / "bf16", capsys, make_variant("alltoall"))
+    assert doc["precision"]["name"] == "bf16"  # a variant.json written before the precision axis
+
+
+def test_validate_builds_a_whole_moe_layer_where_the_cpu_allows(tmp_path, capsys):
+    code, doc, _ = validate_doc(tmp_path, capsys, make_variant("deepep", True, container=WITH_DEEPEP))
+    assert code == 0, doc["checks"]
+    assert any("one MoE layer (router, SequentialMLP, dispatcher) built on the meta device" in n for n in doc["notes"])
