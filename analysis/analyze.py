@@ -185,6 +185,12 @@ def _sweep_info(manifest: Manifest, runs: list[RunResult] | tuple[RunResult, ...
     # what the report shows of the plan, so that a validate-only or gated sweep explains itself: the mode, the plan's warnings (each once), the stages
     # and each gated variant's decision (why a stage-3 arm ran or was skipped)
     info["mode"] = manifest.mode
+    commits: dict[str, list[str]] = {}  # each attempt records the commit that submitted it (a resume may differ)
+    for v in manifest.variants:
+        for a in v.attempts:
+            if a.get("git_sha"):
+                commits.setdefault(str(a.get("git_sha")), []).append(f"{v.name} r{a.repeat} a{a.attempt}")
+    info["attempt_commits"] = [{"git_sha": sha, "attempts": names} for sha, names in commits.items()]
     info["warnings"] = list(dict.fromkeys(manifest.warnings))
     info["stages"] = [s.to_json() for s in manifest.stages]
     if manifest.extra.get("conformance"):  # the stack's own unit tests (experiments/conformance.py)

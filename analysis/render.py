@@ -54,7 +54,13 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
     blocks = [Block("h1", title)]
     if sw:
         blocks.append(Block("p", f"mode={sw.get('mode') or 'train'}, model {sw.get('model')}, cluster "
-                                 f"{sw.get('cluster')}, git {sw.get('git_sha')}, created {sw.get('created')}"))
+                                 f"{sw.get('cluster')}, git {sw.get('git_sha')} (the plan's), created "
+                                 f"{sw.get('created')}"))
+        other = [c for c in sw.get("attempt_commits") or [] if c.get("git_sha") != sw.get("git_sha")]
+        if other:
+            blocks.append(Block("p", "Attempts that ran another commit: " + "; ".join(
+                f"git {c['git_sha']}: " + ", ".join(c["attempts"][:8]) + (" ..." if len(c["attempts"]) > 8 else "")
+                for c in other)))
     said = meaning(code) if summary.ran else "no kept run ran (none was submitted, or every one was cancelled), so " \
         "there is nothing to judge"
     if summary.after and code != summary.analysis_exit_code:

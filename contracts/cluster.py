@@ -18,6 +18,13 @@ EXECUTORS = ("local", "slurm")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+# Environment variables whose value the library reads as a bounded whole number: (lowest, highest, source)
+INTEGER_ENV: dict[str, tuple[int, int, str]] = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": (1, 32, "CUDA C++ Programming Guide, 'CUDA Environment Variables': 1 to 32, "
+                                           "default 8"),
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class TunnelConfig:
     """How the orchestrator reaches the cluster: ``local`` (on a login node) or ``ssh`` (key file, unattended)."""
@@ -43,7 +50,8 @@ class ClusterConfig:
     ``00:45:00``); see :func:`contracts.slurm.parse_time_limit`. ``gpus_per_node``: a count or ``auto`` (local).
 
     Raises:
-        ConfigError: a bad executor, count, GPU type, mode or time limit (names the value and the valid ones).
+        ConfigError: a bad executor, count, GPU type, mode or time limit, more than one node on the local
+            executor, or an :data:`INTEGER_ENV` variable out of its range (names the value and the valid ones).
     """
 
     name: str
@@ -89,6 +97,10 @@ class ClusterConfig:
             raise ConfigError(f"cluster.matmul_ceiling={m!r} must be TFLOP/s (a positive number), the path of a "
                               "matmul.json written by scripts/gpu/matmul_ceiling.py, or null")
         positive("cluster.nodes", self.nodes)
+        if self.executor == "local" and self.nodes != 1:
+            raise ConfigError(f"cluster.nodes={self.nodes} with cluster.executor=local: the local executor runs every "
+                              "job on this one machine. Use cluster.nodes=1, or a Slurm profile for more nodes "
+                              "(cluster=local_slurm, or your site's)")
         if isinstance(self.gpus_per_node, str) and self.gpus_per_node != "auto":
             raise ConfigError(f"cluster.gpus_per_node={self.gpus_per_node!r} must be a number or 'auto'")
         if isinstance(self.gpus_per_node, int):
@@ -101,6 +113,11 @@ class ClusterConfig:
             object.__setattr__(self, "time_limit", str(self.time_limit))
         parse_time_limit(self.time_limit)  # validates the form
         self._no_line_breaks()
+        for name, (low, high, source) in INTEGER_ENV.items():
+            value = self.env_vars.get(name)
+            if value is not None and not (str(value).strip().isdigit() and low <= int(value) <= high):
+                raise ConfigError(f"cluster.env_vars.{name}={value!r} must be a whole number from {low} to {high} "
+                                  f"({source})")
         for group, names in (("cluster.env_vars", self.env_vars), ("cluster.secret_env", self.secret_env),
                              ("cluster.container_env", self.container_env)):
             for name in names:
@@ -164,7 +181,10 @@ class ClusterConfig:
                 raise ConfigError(f"{where}.tunnel={tunnel!r} must be a mapping with the keys "
                                   f"{', '.join(f.name for f in fields(TunnelConfig))}")
             raw["tunnel"] = build(TunnelConfig, dict(tunnel or {}), f"{where}.tunnel")
-        raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
+        env = raw.get("env_vars") or {}
+        if not isinstance(env, Mapping):
+            raise ConfigError(f"{where}.env_vars={env!r} must be a mapping of variable names to values")
+        raw["env_vars"] = {str(k): str(v) for k, v in env.items()}
         return build(cls, raw, where)
 
     @classmethod

@@ -21,17 +21,19 @@ def now_iso() -> str:
 
 @functools.cache
 def code_revision() -> str | None:
-    """The git commit of the code this process runs (``git rev-parse HEAD`` of this checkout, once per process),
-    or None outside a git checkout."""
+    """The git commit of the code this process runs (``git rev-parse HEAD`` of this project's checkout), or None
+    when the project is not a git checkout of its own: a copy of the code inside some other repository (a run
+    folder, a home directory under git) must not record that repository's commit."""
     import subprocess
     from pathlib import Path
 
+    root = Path(__file__).resolve().parents[1]
     try:
-        out = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+        top, sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"],
+                                  capture_output=True, text=True, timeout=10, check=True).stdout.split()[:2]
+    except (OSError, subprocess.SubprocessError, ValueError):
         return None
-    return out or None
+    return sha if Path(top).resolve() == root else None
 
 
 def split_extra(cls: type, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

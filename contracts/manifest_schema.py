@@ -13,14 +13,20 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from contracts.errors import ManifestError
+from contracts.cluster import ClusterConfig
+from contracts.errors import ConfigError, ManifestError
+from contracts.records import Variant
 from contracts.statuses import ManifestStatus, values
+from contracts.typed import wrong_type
 
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _TOP = {"sweep_id": str, "name": str, "created": str, "mode": str, "model": str, "cluster": str, "preflight": str,
         "config": dict, "container": dict, "warnings": list, "overrides": list, "stages": list, "runs": list,
         "variants": list, "design": dict, "blocks": list}
 _KIND = {str: "a string", dict: "an object", list: "a list", int: "an integer"}
+# the design fields a reader computes with (experiments/plan.py design_doc; analysis/measure/paired.py reads them)
+_DESIGN = {"repeats": (int, str), "seed": int, "max_blocks": int, "practical_threshold": (int, float),
+           "alpha": (int, float), "control": bool, "run_gpu_hours": dict}
 # what every planner-written manifest has: without them a sweep is not one (a manifest without ``variants`` would
 # show an empty table and claim a good sweep)
 REQUIRED = ("sweep_id", "name", "variants")
@@ -65,8 +71,8 @@ def check_shape(data: dict[str, Any], where: str) -> None:
     if missing:
         raise ManifestError(f"{where}: has no {', '.join(missing)} (every manifest the planner writes has "
                             f"{', '.join(REQUIRED)}); restore the manifest from a backup, or plan a new sweep")
-    for key, tp in _TOP.items():
-        if key in data and data[key] is not None:
+    for key, tp in _TOP.items():  # the planner writes none of them as null
+        if key in data:
             _typed(where, key, data[key], tp)
     for i, s in enumerate(data.get("stages") or []):
         _typed(where, f"stages[{i}]", s, dict)
@@ -74,9 +80,22 @@ def check_shape(data: dict[str, Any], where: str) -> None:
         _typed(where, f"runs[{i}]", r, dict)
         check_name(where, f"runs[{i}].variant", r.get("variant"))
         _typed(where, f"runs[{i}].repeat", r.get("repeat"), int)
+    _check_config(data.get("config") or {}, where)
+    for key, tp in _DESIGN.items():
+        value = (data.get("design") or {}).get(key)
+        if value is not None and not (isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))):
+            raise _bad(where, f"design.{key}", value, "of type " + (" or ".join(t.__name__ for t in tp) if isinstance(tp, tuple) else tp.__name__))
+    for i, b in enumerate(data.get("blocks") or []):
+        _typed(where, f"blocks[{i}]", b, dict)
+        _typed(where, f"blocks[{i}].index", b.get("index"), int)
+        _typed(where, f"blocks[{i}].order", b.get("order"), list)
     for i, v in enumerate(data.get("variants") or []):
         _typed(where, f"variants[{i}]", v, dict)
         check_name(where, f"variants[{i}].name", v.get("name"))
+        for key, value in v.items():  # every field of the typed Variant record it becomes
+            want = wrong_type(Variant, key, value)
+            if want:
+                raise _bad(where, f"variants[{i}].{key}", value, f"of type {want}")
         attempts = v.get("attempts") or []
         _typed(where, f"variants[{i}].attempts", attempts, list)
         for j, a in enumerate(attempts):
@@ -88,3 +107,16 @@ def check_shape(data: dict[str, Any], where: str) -> None:
                 raise _bad(where, f"{at}.status", a.get("status"), "one of " + ", ".join(values(ManifestStatus)))
             _typed(where, f"{at}.log_dir", a.get("log_dir", ""), str)
             check_log_dir(where, f"{at}.log_dir", v["name"], a.get("log_dir", ""))
+
+
+def _check_config(config: dict[str, Any], where: str) -> None:
+    """``config``'s groups are objects, and ``config.cluster`` builds the typed cluster profile every action reads
+    (:meth:`contracts.cluster.ClusterConfig.from_mapping`). Raises ManifestError naming the key."""
+    for group in ("cluster", "history", "analysis", "payload", "model", "sweep"):
+        if config.get(group) is not None:
+            _typed(where, f"config.{group}", config[group], dict)
+    if config.get("cluster"):
+        try:
+            ClusterConfig.from_mapping(config["cluster"], where="config.cluster")
+        except ConfigError as e:
+            raise ManifestError(f"{where}: {e}; restore the manifest from a backup, or plan a new sweep") from None

@@ -45,6 +45,30 @@ def mask_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}/{MASK}"
 
 
+# The user:password@ part of a database URL as SQLAlchemy 2.1 parses it (sqlalchemy/engine/url.py ``_parse_url``:
+# username ``[^:/]*``, password ``[^@]*``, up to the first ``@``); an http(s) URL is split by urllib instead.
+_DB_PASSWORD = re.compile(r"^(?P<head>[\w+]+://[^:/]*:)(?P<password>[^@]*)@")
+
+
+def hide_password(url: Any) -> Any:
+    """``url`` with the password of its user part shown as ``***``, for every file and console line this tool
+    writes: ``postgresql://user:pass@host/db`` -> ``postgresql://user:***@host/db`` (what SQLAlchemy's
+    ``render_as_string(hide_password=True)`` shows), ``http://user:pass@host:5000`` -> ``http://user:***@host:5000``.
+    A value that is not a string, has no ``://`` or no password is returned as it is; ``***`` stays ``***``."""
+    if not isinstance(url, str) or "://" not in url or "@" not in url:
+        return url
+    if url.split("://", 1)[0].lower() in ("http", "https"):
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = f"{parts.username or ''}:{MASK}@{parts.netloc.rpartition('@')[2]}"
+        return parts._replace(netloc=netloc).geturl()
+    m = _DB_PASSWORD.match(url)
+    if m is None or not m["password"]:
+        return url
+    return f"{m['head']}{MASK}@{url[m.end():]}"
+
+
 def _secret_url(key: Any, value: Any) -> bool:
     return isinstance(key, str) and key in SECRET_URL_KEYS and isinstance(value, str) and "://" in value
 
@@ -156,8 +180,9 @@ def mask_config(cfg: Any, secret_env: Iterable[str] = ()) -> Any:
     """A copy of a nested config (dicts and lists) with the value of every secret-named key masked.
 
     Switches are not values: a boolean or null under a secret-looking name (``cluster.allow_ssh_secrets``) stays,
-    so that a launcher reading the manifest's config sees the user's choice and not a truthy ``***``. The password
-    of a database URL is hidden by the planner (``analysis.history.settings.hide_password``: SQLAlchemy parses it).
+    so that a launcher reading the manifest's config sees the user's choice and not a truthy ``***``. Every other
+    string that is a URL has its password hidden (:func:`hide_password`: ``history.url``, ``history.mlflow``,
+    ``history.page_url``, ...).
     """
     extra = tuple(secret_env)
     if isinstance(cfg, Mapping):
@@ -166,15 +191,18 @@ def mask_config(cfg: Any, secret_env: Iterable[str] = ()) -> Any:
                     else mask_config(v, extra)) for k, v in cfg.items()}
     if isinstance(cfg, list | tuple):
         return [mask_config(v, extra) for v in cfg]
-    return cfg
+    return hide_password(cfg)
 
 
 def mask_override(text: str, secret_env: Iterable[str] = ()) -> str:
     """A command-line override with a secret's value masked (``+cluster.env_vars.HF_TOKEN=abc`` ->
-    ``+cluster.env_vars.HF_TOKEN=***``); switches such as ``cluster.allow_ssh_secrets=true`` stay readable."""
+    ``+cluster.env_vars.HF_TOKEN=***``) and a URL's password hidden (``history.mlflow=http://u:***@host``);
+    switches such as ``cluster.allow_ssh_secrets=true`` stay readable."""
     key, sep, value = text.partition("=")
     if value.strip().lower() in ("true", "false", "null", ""):
         return text
     if sep and _secret_url(key.lstrip("+~").split(".")[-1], value.strip("'\"")):
         return f"{key}={mask_url(value.strip(chr(39) + chr(34)))}"
-    return f"{key}={MASK}" if sep and is_secret(key.lstrip("+~").split(".")[-1], tuple(secret_env)) else text
+    if sep and is_secret(key.lstrip("+~").split(".")[-1], tuple(secret_env)):
+        return f"{key}={MASK}"
+    return f"{key}={hide_password(value)}" if sep else text

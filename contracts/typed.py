@@ -73,16 +73,29 @@ def build(cls: type, data: dict[str, Any], where: str) -> Any:
             isinstance(value, list) and any(typing.get_origin(a) is tuple for a in typing.get_args(tp))
         ):
             value = tuple(value)
-        if not _type_ok(value, tp):
-            raise ConfigError(
-                f"{where}.{name}={value!r} has the wrong type: expected {_type_name(tp)}"
-            )
+        wrong = wrong_type(cls, name, value)
+        if wrong:
+            raise ConfigError(f"{where}.{name}={value!r} has the wrong type: expected {wrong}")
         kw[name] = value
     missing = [n for n, f in fields.items() if n not in kw and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
     if missing:
         raise ConfigError(f"{where} is missing required keys: {', '.join(missing)}")
     return cls(**kw)
+
+
+def wrong_type(cls: type, name: str, value: Any) -> str | None:
+    """The type field ``name`` of dataclass ``cls`` needs when ``value`` does not have it (a list stands for a
+    tuple, a string for a string enum), else None; an unknown field is None too."""
+    tp = _shape(cls)[0].get(name)
+    if tp is None:
+        return None
+    if isinstance(tp, type) and issubclass(tp, str) and isinstance(value, str):  # StrEnum fields hold their text
+        return None
+    if isinstance(value, list) and (typing.get_origin(tp) is tuple
+                                    or any(typing.get_origin(a) is tuple for a in typing.get_args(tp))):
+        value = tuple(value)
+    return None if _type_ok(value, tp) else _type_name(tp)
 
 
 def one_of(where: str, value: Any, allowed: typing.Sequence[Any]) -> None:

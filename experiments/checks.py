@@ -102,6 +102,19 @@ def check_writable(out: Path) -> None:
                           "choose another output_dir or results_root")
 
 
+def check_sweep_writable(folder: Path, action: str) -> None:
+    """An action that records into an existing sweep (``run`` to resume, ``collect``, ``cancel``) needs its folder
+    writable; ``status`` only reads.
+
+    Raises:
+        ConfigError: names the action, the folder and why, before anything is touched.
+    """
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"action={action}: the sweep folder {folder} is not writable (read-only file system or "
+                          f"permissions), and {action} records into it (its lease, the manifest, the report). Run it "
+                          "where the folder can be written; action=status only reads")
+
+
 def check_git(settings: Any, executor: str, dirty: bool | None) -> str | None:
     """A dirty git tree (uncommitted changes to tracked files) is refused before a Slurm sweep is written, unless
     ``allow_dirty=true`` (the jobs ship a git archive of the commit). For ``action=plan`` it is a warning.

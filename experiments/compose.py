@@ -4,7 +4,9 @@ Overrides use the standard Hydra grammar. Comma lists are sweeps, but they expan
 one sweep (not into Hydra multirun processes):
 
 - ``dispatcher=``, ``overlap=``, ``delay_wgrad=`` restrict the three knob axes of the preset's stages;
-- any other swept key (``model.expert_model_parallel_size=8,16``) becomes an *extra axis* that defines groups.
+- any other swept key (``model.expert_model_parallel_size=8,16``) becomes an *extra axis* that defines groups;
+- except under ``cluster.env_vars.``: an environment value is one string, so ``NCCL_IB_HCA=mlx5_0,mlx5_1`` is kept
+  whole.
 
 Hydra's compose API is used for composition (struct mode: an unknown key fails); our own checks run first so that
 errors name the bad key or option, list the valid ones and suggest the closest spelling (CASES C12).
@@ -24,6 +26,7 @@ from experiments.config import ConfigError, suggest
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 KNOB_GROUPS = ("dispatcher", "overlap", "delay_wgrad")
 GROUPS = ("model", "cluster", "container", "sweep", "precision") + KNOB_GROUPS
+ENV_PREFIX = "cluster.env_vars."  # a comma in these values is part of the value (:func:`_env_value_whole`)
 _BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, True: True, False: False}
 
 
@@ -200,6 +203,9 @@ def compose_overrides(overrides: list[str]) -> Composed:
                 group_fixed[key] = checked[0]
             continue
         adding = text.lstrip().startswith("+")
+        if sweep and key.startswith(ENV_PREFIX):
+            text = _env_value_whole(key, text, adding)
+            o = _parse([text])[0]
         value_overrides.append((key, o, text, adding))
 
     combos = [dict(zip(group_swept, c, strict=True)) for c in itertools.product(*group_swept.values())] or [{}]
@@ -226,7 +232,8 @@ def compose_overrides(overrides: list[str]) -> Composed:
                 if adding:
                     _check_key(probe, key, adding)
         try:
-            configs[tuple(sorted(combo.items()))] = _compose(choices, fixed_ov)
+            configs[tuple(sorted(combo.items()))] = cfg = _compose(choices, fixed_ov)
+            _check_names(cfg, choices, {o.key_or_group for o in parsed})
         except ConfigError:
             # name the unknown key and the valid ones (a second composition, only on this error path: every
             # successful command composes once per combination)
@@ -237,6 +244,39 @@ def compose_overrides(overrides: list[str]) -> Composed:
     axes = tuple(Axis(k, v) for k, v in extra.items())
     return Composed(configs=configs, knobs=knobs, extra_axes=axes, overrides=tuple(overrides),
                     keys=tuple(o.key_or_group for o in parsed))
+
+
+def _check_names(cfg: dict[str, Any], choices: dict[str, str], given: set[str]) -> None:
+    """A profile's ``name`` is its file's: ``conf/cluster/my_site.yaml`` copied from ``example_site.yaml`` with
+    ``name: example_site`` left in would be recorded as that cluster and history series.
+
+    Raises:
+        ConfigError: names the file, the name inside it and the fix (``<group>.name=`` on the command line is
+            the user's explicit choice and is kept).
+    """
+    for group in ("model", "cluster", "container", "sweep"):
+        option, profile = choices.get(group), cfg.get(group)
+        if option is None or not isinstance(profile, dict) or f"{group}.name" in given:
+            continue
+        name = profile.get("name")
+        if name != option.rsplit("/", 1)[-1]:
+            raise ConfigError(f"{group}={option}: conf/{group}/{option}.yaml says name: {name}, but a profile's name "
+                              f"is its file's (it keys the manifest and the history series). Write "
+                              f"'name: {option}' in that file")
+
+
+def _env_value_whole(key: str, text: str, adding: bool) -> str:
+    """``cluster.env_vars.X=a,b`` as the one string ``"a,b"``: an environment variable holds one value (NCCL's
+    ``NCCL_IB_HCA=mlx5_0,mlx5_1``), so a comma in it is never a sweep axis.
+
+    Raises:
+        ConfigError: the value also holds a double quote (it cannot be kept whole unambiguously).
+    """
+    value = text.split("=", 1)[1]
+    if '"' in value:
+        raise ConfigError(f"{text}: an environment variable is one string, never a sweep; quote the whole value, "
+                          f"e.g. '{key}=\"a,b\"'")
+    return f'{"+" if adding else ""}{key}="{value}"'
 
 
 def _hashable(v: Any) -> Any:

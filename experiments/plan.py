@@ -114,10 +114,14 @@ def new_sweep_id(now: dt.datetime | None = None) -> str:
 
 
 def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """(HEAD sha, dirty) of the repo, or (None, None) when it is not a git checkout (e.g. a device copy)."""
+    """(HEAD sha, dirty) of the project's own checkout (:func:`contracts.manifest_entries.code_revision`), or
+    (None, None) when it is not one (a device copy, a copy inside another repository)."""
+    from contracts.manifest_entries import code_revision
+
+    sha = code_revision()
+    if sha is None:
+        return None, None
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
         st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
                             capture_output=True, text=True, timeout=10, check=True).stdout
         return sha, bool(st.strip())
@@ -311,7 +315,7 @@ def manifest_doc(plan: Plan) -> dict[str, Any]:
         "created": plan.created, "git_sha": plan.git_sha, "dirty": plan.dirty,
         "allow_dirty": plan.settings.allow_dirty, "preflight": plan.settings.preflight, "mode": plan.mode,
         "model": next(iter(exp.jobs.values())).model.name, "cluster": cluster.name,
-        "config": _masked_config(plan.cfg, cluster.secret_env), "container": exp.container.versions(),
+        "config": mask_config(plan.cfg, cluster.secret_env), "container": exp.container.versions(),
         "warnings": warnings, "gpu_hours_estimate": round(plan.gpu_hours, 3), "overrides": [],
         "stages": stages, "runs": [{"variant": n, "repeat": r} for n, r in plan.runs], "variants": variants,
         "design": plan.design or {}, "blocks": [dict(b) for b in plan.blocks],
@@ -326,27 +330,6 @@ def sweep_precision(exp: Expansion) -> str:
     ``precision=`` is an axis (each variant's name and axes then carry it)."""
     names = {(j.precision.name if j.precision is not None else "bf16") for j in exp.jobs.values()}
     return names.pop() if len(names) == 1 else "swept"
-
-
-def _masked_config(cfg: dict[str, Any], secret_env: tuple[str, ...]) -> dict[str, Any]:
-    """The config as the manifest records it: secret values ``***`` and the history URL's password hidden
-    (CONTRACTS §10; a resume takes the password from ``PGPASSWORD``)."""
-    from analysis.history.settings import hide_password
-
-    out = mask_config(cfg, secret_env)
-    if isinstance((out.get("history") or {}).get("url"), str):
-        out["history"] = {**out["history"], "url": hide_password(out["history"]["url"])}
-    return out
-
-
-def masked_override(text: str, secret_env: tuple[str, ...]) -> str:
-    """A command-line override as the manifest records it: a secret's value ``***``, a URL's password hidden."""
-    from analysis.history.settings import hide_password
-
-    key, sep, value = text.partition("=")
-    if sep and key.lstrip("+~").split(".")[-1] == "url":
-        return f"{key}={hide_password(value)}"
-    return mask_override(text, secret_env)
 
 
 def render_job(plan: Plan, v: Variant, variant_json: Path, scripts: Any = None,
@@ -388,7 +371,7 @@ def write_plan(plan: Plan, overrides: list[str], render: bool = True) -> Path:
     sd = SweepDir(plan.out_dir)
     doc = manifest_doc(plan)
     secret_env = next(iter(plan.expansion.jobs.values())).cluster.secret_env
-    doc["overrides"] = [masked_override(o, secret_env) for o in overrides]
+    doc["overrides"] = [mask_override(o, secret_env) for o in overrides]
     doc[PLAN_STATE] = PLAN_WRITING
     files = _render_files(plan, sd, render)
     try:

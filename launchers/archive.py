@@ -25,11 +25,17 @@ from launchers.nemorun_torch import import_nemo_run
 import_nemo_run()  # first, so that NeMo-Run is imported without torch where that applies (launchers/nemorun_torch.py)
 from nemo_run.core.packaging.git import GitArchivePackager  # noqa: E402
 
+# What a job never reads: the tests (their fixtures are most of the tree) and the documentation. A run needs the
+# stages' packages and conf/ (the chained collect job composes it); everything else of the commit ships.
+NOT_SHIPPED = ("tests", "docs")
+
 
 @functools.lru_cache(maxsize=8)
 def _tree_tar(root: str, commit: str) -> bytes:
-    """``git archive --format=tar <commit>`` of ``root`` (uncompressed bytes). ``commit`` is a full sha."""
-    return subprocess.run(["git", "-C", root, "archive", "--format=tar", commit], check=True,
+    """``git archive --format=tar <commit>`` of ``root`` without :data:`NOT_SHIPPED` (uncompressed bytes).
+    ``commit`` is a full sha."""
+    excludes = [f":(exclude){p}" for p in NOT_SHIPPED]
+    return subprocess.run(["git", "-C", root, "archive", "--format=tar", commit, "--", ".", *excludes], check=True,
                           capture_output=True).stdout
 
 

@@ -52,6 +52,7 @@ class SlurmBackend:
         self._subs: dict[str, JobHandle] = {}
         self._submitted_at: dict[str, float] = {}
         self._sh: Shell | None = None
+        self._accounting_ok = False
         self.remote = cluster.remote
 
     def _shell(self) -> Shell:
@@ -112,10 +113,21 @@ class SlurmBackend:
             return self._submit_packed(refs, specs, pack_label(stage, refs))
         return self.submit_items([r.task for r in refs], specs, batch_label(stage))
 
+    def _accounting(self) -> None:
+        """Before this backend's first submission: Slurm accounting must answer (:func:`launchers.track.
+        check_accounting`, raises SchedulerError)."""
+        if not self._accounting_ok:
+            from launchers.track import check_accounting
+
+            check_accounting(self._shell())
+            self._accounting_ok = True
+
     def _submit_packed(self, refs: list[RunRef], specs: list[RunSpec], label: str) -> dict[str, JobHandle]:
         """``pack=true``: the runs go one after another in ONE allocation, each as its own srun step with its own
         log, output folder and time budget (launchers/pack.py); one queue wait for the stage."""
         from launchers.submit import submit_packed
+
+        self._accounting()
 
         sub = submit_packed(self._request(specs, label), state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
                             allow_dirty=self.allow_dirty, allow_ssh_secrets=self.cluster.allow_ssh_secrets,
@@ -136,6 +148,8 @@ class SlurmBackend:
 
     def submit_items(self, keys: list[str], items: list[Any], label: str) -> dict[str, JobHandle]:
         from launchers.submit import submit_slurm
+
+        self._accounting()
 
         subs = submit_slurm(self._request(items, label), state_dir=self.sweep_dir / "nemo_run", repo=self.repo,
                             allow_dirty=self.allow_dirty, allow_ssh_secrets=self.cluster.allow_ssh_secrets,

@@ -64,6 +64,22 @@ def _both(shell: Shell, first: list[str], second: list[str]) -> tuple[Result, Re
     return res, box[0]
 
 
+def check_accounting(shell: Shell = local_shell) -> None:
+    """Slurm accounting answers (one ``sacct`` call). How a job ended comes from sacct (squeue forgets it at the
+    end), so a cluster without slurmdbd would leave every run ``submitted`` until the conductor's outage window ran
+    out; a sweep checks this before its first submission instead.
+
+    Raises:
+        SchedulerError: sacct failed (accounting disabled, slurmdbd down, not on PATH), with sacct's own words.
+    """
+    res = shell(["sacct", "-X", "-n", "-P", "-j", "1", "-o", "JobID"])
+    if res.rc != 0:
+        raise SchedulerError(f"sacct does not answer ({res.err.strip() or f'exit {res.rc}'}): a Slurm sweep reads how "
+                             "each job ended from Slurm accounting (slurmdbd), so nothing was submitted. Start "
+                             "slurmdbd (AccountingStorageType=accounting_storage/slurmdbd) or ask the cluster's "
+                             "admins, then run again")
+
+
 def query(job_ids: Sequence[str], shell: Shell = local_shell) -> dict[str, JobState]:
     """The current :class:`JobState` of each known job id (unknown ids are absent). One squeue, one sacct call
     (at the same time on this machine: :func:`_both`).

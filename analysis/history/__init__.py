@@ -46,7 +46,8 @@ from analysis.history.records import (
     SweepInfo,
     VariantJudgement,
 )
-from analysis.history.settings import DEFAULT_URL, check_settings, hide_password, password_from_env
+from analysis.history.settings import DEFAULT_URL, check_settings, password_from_env
+from contracts.secrets import hide_password
 
 _LAZY = {  # name -> the module that defines it, imported on first use (PEP 562)
     "judge_night": "analysis.history.api", "judge_sweep": "analysis.history.api",

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.history.errors import HistoryInputError
-from analysis.history.records import NightInput, RunRecord, Series, SpeedupRecord, SweepInfo
+from analysis.history.records import NOT_RUN_STATUSES, NightInput, RunRecord, Series, SpeedupRecord, SweepInfo
 from contracts.records import RunRef, group_key
 from contracts.sweepdir import SweepDir
 
@@ -294,7 +294,7 @@ def _speedups(comparisons: Any, runs: tuple[RunRecord, ...], where: str) -> tupl
 def _baseline_warnings(sweep: SweepInfo, runs: tuple[RunRecord, ...], speedups: tuple[SpeedupRecord, ...],
                        baselines: set[Any]) -> list[str]:
     names = {r.variant for r in runs if r.role == "baseline"} | {b for b in baselines if b}
-    ran = [r for r in runs if r.status not in ("pruned", "skipped")]
+    ran = [r for r in runs if r.status not in NOT_RUN_STATUSES]
     if ran and all(r.status == "validated" for r in ran):  # mode=validate: good runs that are never timed
         return [f"night {sweep.night}: every run validated (mode=validate), so no step time or speedup is timed "
                 "or judged tonight"]

@@ -30,6 +30,7 @@ from analysis.history.records import (
     NightSamples,
     Series,
     VariantJudgement,
+    ran_and_failed,
 )
 
 
@@ -232,8 +233,10 @@ def judge_history(history: SeriesHistory, night: date, config: HistoryConfig | N
         elif past:
             retired.append(variant)
     sweep_ids = tuple(sid for n, sid in history.sweep_ids if n == night)
+    failed = tuple(f"{variant}: {s}" for variant, mine in sorted(history.by_variant().items()) if night in mine
+                   for s in mine[night].statuses if ran_and_failed(s.split()[0]))
     return NightReport(night=night, series=history.series, sweep_ids=sweep_ids, config=config,
-                       variants=tuple(judged), retired=tuple(retired), warnings=tuple(warnings))
+                       variants=tuple(judged), retired=tuple(retired), warnings=tuple(warnings), failed_runs=failed)
 
 
 def history_from_inputs(inputs: Sequence[NightInput]) -> SeriesHistory:

@@ -15,6 +15,10 @@ Layout, in the experiment ``history.mlflow_experiment`` (default ``moe-sweep/<pr
   ``tflops_per_gpu``, ``tokens_per_s_per_gpu``, ``speedup`` with ``speedup_ci_low``/``speedup_ci_high`` (the
   variant's, on each of its runs), GPU-hours estimate and accounted.
 
+A tracking URI with a user and password (``http://user:pass@host:5000``) is recorded as ``http://user:***@host:5000``;
+a later collect then takes them from MLflow's own variables ``MLFLOW_TRACKING_USERNAME`` and
+``MLFLOW_TRACKING_PASSWORD`` (HTTP basic auth).
+
 Exporting a sweep again first deletes the runs tagged with its sweep id, so the server holds each sweep once.
 Errors raise :class:`MlflowExportError` (the caller turns it into a warning: an export never fails the night).
 """
@@ -22,16 +26,20 @@ Errors raise :class:`MlflowExportError` (the caller turns it into a warning: an 
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from analysis.history.outlets import within
 from analysis.history.records import NightInput, NightReport
-from contracts.secrets import mask_url
+from contracts.secrets import MASK, mask_url
 
 SWEEP_TAG = "moe_sweep.sweep_id"
+EXPORT_DEADLINE_S = 120.0  # a whole night's export: about 3 requests per run, each a few ms on a healthy server
 _MAX_PARAM = 500  # MLflow's limit on a param value's length (6000 on newer servers; 500 is safe everywhere)
 
 
@@ -50,29 +58,44 @@ class ExportResult:
 
 
 class _Client:
-    def __init__(self, uri: str, timeout_s: float):
+    def __init__(self, uri: str, timeout_s: float, deadline_s: float):
         import requests
 
-        self.base = uri.rstrip("/")
         self.shown = mask_url(uri)
         self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + deadline_s
+        self.deadline_s = deadline_s
         self.http = requests.Session()
+        parts = urlsplit(uri.rstrip("/"))
+        if parts.password == MASK:  # stored masked (CONTRACTS §10): MLflow's own variables give the credentials
+            user = os.environ.get("MLFLOW_TRACKING_USERNAME") or parts.username or ""
+            self.http.auth = (user, os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+            parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])
+        self.base = parts.geturl()
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None,
              ok404: bool = False) -> dict[str, Any]:
         import requests
 
         try:
-            resp = self.http.request(method, f"{self.base}/api/2.0/mlflow/{path}", json=body, params=params,
-                                     timeout=self.timeout_s)
-        except requests.RequestException as e:
-            raise MlflowExportError(f"MLflow server {self.shown} did not answer {path} ({type(e).__name__})") from None
+            resp = self._within(lambda: self.http.request(method, f"{self.base}/api/2.0/mlflow/{path}", json=body,
+                                                          params=params, timeout=self.timeout_s))
+        except (requests.RequestException, TimeoutError) as e:
+            raise MlflowExportError(f"MLflow server {self.shown} did not answer {path} ({type(e).__name__}; the "
+                                    f"export may take {self.deadline_s:g} s in all)") from None
         if ok404 and resp.status_code == 404:
             return {}
         if resp.status_code >= 300:
             raise MlflowExportError(f"MLflow server {self.shown} refused {path}: HTTP {resp.status_code} "
                                     f"{resp.text[:200]}")
         return resp.json() if resp.content else {}
+
+    def _within(self, call: Callable[[], Any]) -> Any:
+        """``call()`` within what is left of the export's total deadline (a trickling server cannot hold it)."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the export's {self.deadline_s:g} s are spent")
+        return within(call, left)
 
     def put_artifact(self, artifact_uri: str, name: str, data: bytes) -> None:
         import requests
@@ -83,9 +106,9 @@ class _Client:
                                     f"its proxy (start it with --serve-artifacts, the default)")
         path = artifact_uri[len(prefix):].lstrip("/")
         try:
-            resp = self.http.put(f"{self.base}/api/2.0/mlflow-artifacts/artifacts/{path}/{name}", data=data,
-                                 timeout=self.timeout_s)
-        except requests.RequestException as e:
+            resp = self._within(lambda: self.http.put(f"{self.base}/api/2.0/mlflow-artifacts/artifacts/{path}/{name}",
+                                                      data=data, timeout=self.timeout_s))
+        except (requests.RequestException, TimeoutError) as e:
             raise MlflowExportError(f"MLflow server {self.shown}: uploading {name} failed ({type(e).__name__})") from None
         if resp.status_code >= 300:
             raise MlflowExportError(f"MLflow server {self.shown} refused the artifact {name}: HTTP {resp.status_code}")
@@ -114,12 +137,15 @@ def _knobs(manifest: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 def export_night(uri: str, night: NightInput, report: NightReport | None, *, manifest: Mapping[str, Any] | None,
                  report_md: Path | None, history_json: Path | None, experiment: str | None = None,
-                 timeout_s: float = 10.0) -> ExportResult:
+                 timeout_s: float = 10.0, deadline_s: float = EXPORT_DEADLINE_S) -> ExportResult:
     """Log the sweep ``night`` (its runs, speedups and verdicts) to the MLflow server at ``uri``.
 
-    Raises :class:`MlflowExportError` when the server is unreachable or refuses a request.
+    ``timeout_s``: per socket read (s); ``deadline_s``: for the whole export, every request included (s).
+
+    Raises :class:`MlflowExportError` when the server is unreachable, refuses a request, or the export has not
+    finished within ``deadline_s``.
     """
-    c = _Client(uri, timeout_s)
+    c = _Client(uri, timeout_s, deadline_s)
     s = night.sweep
     name = experiment or f"moe-sweep/{s.series.preset}"
     got = c.call("GET", "experiments/get-by-name", params={"experiment_name": name}, ok404=True)
@@ -141,7 +167,7 @@ def export_night(uri: str, night: NightInput, report: NightReport | None, *, man
         "run_id": parent["run_id"],
         "params": _params({"series": str(s.series), "sweep_id": s.sweep_id, "git_sha": s.git_sha, **versions}),
         "metrics": _metric("regressions", len(report.regressions) if report else None, ts)
-        + _metric("exit_code", report.exit_code if report else None, ts)})
+        + _metric("exit_code", report.night_exit_code if report else None, ts)})
     for path, label in ((report_md, "report.md"), (history_json, "history.json")):
         if path is not None and Path(path).is_file():
             c.put_artifact(parent["artifact_uri"], label, Path(path).read_bytes())

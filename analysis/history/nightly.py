@@ -19,7 +19,7 @@ from typing import Any
 
 from analysis.history.errors import HistoryError, HistoryInputError, HistoryStoreError, exit_code_for
 from analysis.history.outlets import Outlets
-from analysis.history.records import HistoryConfig, NightInput, NightReport, RecordResult
+from analysis.history.records import HistoryConfig, NightInput, NightReport, RecordResult, ran_and_failed
 from contracts.atomic import write_json
 from contracts.exits import ExitCode, combine
 from contracts.sweepdir import SweepDir
@@ -41,7 +41,7 @@ class NightlyOutcome:
 
 def _failed_runs(night: NightInput) -> tuple[str, ...]:
     return tuple(f"{r.variant} repeat {r.repeat}: {r.status}" + (f" ({r.reason})" if r.reason else "")
-                 for r in night.runs if r.status not in ("ok", "ok_with_warning", "validated"))
+                 for r in night.runs if ran_and_failed(r.status))
 
 
 def nightly_step(url: str, sweep_dir: str | Path, settings: Mapping[str, Any], *,
@@ -126,7 +126,8 @@ def _export(outlets: Outlets, night: NightInput, report: NightReport, sd: SweepD
         pass
     try:
         out = export_night(outlets.mlflow, night, report, manifest=manifest, report_md=sd.report / "report.md",
-                           history_json=sd.history_json, experiment=outlets.mlflow_experiment)
+                           history_json=sd.history_json, experiment=outlets.mlflow_experiment,
+                           deadline_s=outlets.mlflow_timeout_s)
     except MlflowExportError as e:
         lines.append(f"warning: not exported to MLflow: {e}; the night is recorded and its exit code stands")
         return False

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from analysis.history.outlets import within
 from analysis.history.records import STEP_TIME, NightReport
 
 ATTEMPTS = 3
@@ -149,7 +150,7 @@ def send(message: NightMessage, url: str, shown: str, *, fmt: str = "auto", time
     for attempt in range(1, ATTEMPTS + 1):
         wait = BACKOFF_S[min(attempt - 1, len(BACKOFF_S) - 1)]
         try:
-            resp = requests.post(url, json=body, timeout=timeout_s, allow_redirects=False)
+            resp = within(lambda: requests.post(url, json=body, timeout=timeout_s, allow_redirects=False), timeout_s)
             status = resp.status_code
             if 200 <= status < 300:
                 return NotifyResult(sent=True, attempts=attempt, receiver=shown, status=status, log=tuple(log))
@@ -159,7 +160,7 @@ def send(message: NightMessage, url: str, shown: str, *, fmt: str = "auto", time
             after = resp.headers.get("Retry-After")
             if after and after.strip().isdigit():
                 wait = min(float(after), MAX_RETRY_AFTER_S)
-        except requests.RequestException as e:
+        except (requests.RequestException, TimeoutError) as e:
             status = None
             log.append(f"attempt {attempt}: {type(e).__name__}")
         if attempt < ATTEMPTS:

@@ -10,6 +10,8 @@ secret is written anywhere) or as the URL itself; a URL is only ever shown as ``
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,7 +28,9 @@ class Outlets:
     """Where the night is told. ``notify``: ``env:NAME``, a URL, or None; ``notify_format``: auto (Slack's body for
     hooks.slack.com, else plain JSON), slack or json; ``notify_timeout_s``: per attempt (s); ``page_url``: the link
     to the trend page in the message (default: the page's file path); ``mlflow``: a tracking URI (http(s)://) or
-    None; ``mlflow_experiment``: the MLflow experiment (default ``moe-sweep/<preset>``)."""
+    None; ``mlflow_experiment``: the MLflow experiment (default ``moe-sweep/<preset>``); ``mlflow_timeout_s``: the
+    whole export, every request included (s). Both timeouts bound the whole of an answer (:func:`within`), not one
+    read of it."""
 
     notify: str | None = None
     notify_format: str = "auto"
@@ -34,6 +38,7 @@ class Outlets:
     page_url: str | None = None
     mlflow: str | None = None
     mlflow_experiment: str | None = None
+    mlflow_timeout_s: float = 120.0
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Outlets:
@@ -50,9 +55,8 @@ class Outlets:
                                         f"variable, e.g. env:MOE_SWEEP_NOTIFY_URL")
         if fmt not in NOTIFY_FORMATS:
             raise HistoryInputError(f"history.notify_format={fmt!r} is not valid; valid: {', '.join(NOTIFY_FORMATS)}")
-        timeout = v.get("notify_timeout_s", 5.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 120:
-            raise HistoryInputError(f"history.notify_timeout_s={timeout!r} must be a number of seconds in (0, 120]")
+        timeout = _seconds(v, "notify_timeout_s", 5.0, 120)
+        export_timeout = _seconds(v, "mlflow_timeout_s", 120.0, 3600)
         mlflow = v.get("mlflow")
         if mlflow is not None:
             if not isinstance(mlflow, str):
@@ -62,8 +66,8 @@ class Outlets:
         for key in ("page_url", "mlflow_experiment"):
             if v.get(key) is not None and not isinstance(v[key], str):
                 raise HistoryInputError(f"history.{key}={v[key]!r} must be a string")
-        return cls(notify=notify, notify_format=fmt, notify_timeout_s=float(timeout), page_url=v.get("page_url"),
-                   mlflow=mlflow, mlflow_experiment=v.get("mlflow_experiment"))
+        return cls(notify=notify, notify_format=fmt, notify_timeout_s=timeout, page_url=v.get("page_url"),
+                   mlflow=mlflow, mlflow_experiment=v.get("mlflow_experiment"), mlflow_timeout_s=export_timeout)
 
     def notify_url(self) -> tuple[str | None, str]:
         """The webhook URL to post to and how to show it; (None, why) when it cannot be had (variable unset, or
@@ -86,7 +90,43 @@ class Outlets:
         return self.notify, mask_url(self.notify)
 
 
+def _seconds(values: dict[str, Any], key: str, default: float, most: float) -> float:
+    value = values.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= most:
+        raise HistoryInputError(f"history.{key}={value!r} must be a number of seconds in (0, {most:g}]")
+    return float(value)
+
+
 def _check_http(url: str, key: str, shown: str) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise HistoryInputError(f"{key}={shown!r} must be an http:// or https:// URL with a host")
+
+
+def within[T](call: Callable[[], T], seconds: float) -> T:
+    """``call()`` with a deadline over the whole of it, in seconds.
+
+    An HTTP client's timeout covers one socket read, so a server that trickles its answer (one byte a second)
+    never trips it; the call runs in a daemon thread instead, and the caller stops waiting after ``seconds``
+    (the abandoned thread ends with the process). Returns what ``call`` returned; re-raises what it raised.
+
+    Raises:
+        TimeoutError: ``call`` had not returned after ``seconds``.
+    """
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            box.append((False, e))
+
+    worker = threading.Thread(target=run, name="history-outlet", daemon=True)
+    worker.start()
+    worker.join(max(0.0, seconds))
+    if not box:
+        raise TimeoutError(f"no complete answer within {seconds:g} s")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from datetime import date, datetime
 from typing import Any
 
-from contracts.exits import ExitCode
+from contracts.exits import ExitCode, combine
 from contracts.statuses import RunOutcome, values
 
 # Verdicts of the nightly judgement (CONTRACTS §13).
@@ -34,9 +34,19 @@ METRICS = (STEP_TIME, SPEEDUP)
 
 # Run outcomes (CONTRACTS §4) whose step times count as performance samples. `validated` runs never trained.
 TIMED_STATUSES = ("ok", "ok_with_warning")
+# Run outcomes that are good (CONTRACTS §4: exit 0), and plan statuses of a run that never ran (CONTRACTS §4/§7:
+# pruned at plan time or by the container preflight, skipped by a closed gate, still gated): neither is a failure.
+GOOD_STATUSES = (*TIMED_STATUSES, "validated")
+NOT_RUN_STATUSES = ("pruned", "skipped", "gated")
+
+
+def ran_and_failed(status: str) -> bool:
+    """True for a run that ran (or should have) and did not end good: what an alert counts as a failed run."""
+    return status not in GOOD_STATUSES and status not in NOT_RUN_STATUSES
 
 # Settings of the history group that are not judgement settings: where the night is told (analysis/history/outlets)
-OUTLET_KEYS = ("notify", "notify_format", "notify_timeout_s", "page_url", "mlflow", "mlflow_experiment")
+OUTLET_KEYS = ("notify", "notify_format", "notify_timeout_s", "page_url", "mlflow", "mlflow_experiment",
+               "mlflow_timeout_s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -353,6 +363,8 @@ class NightReport:
     retired: tuple[str, ...] = ()
     """Variants seen in the history but not within the window before tonight, and absent tonight."""
     warnings: tuple[str, ...] = field(default=())
+    failed_runs: tuple[str, ...] = ()
+    """The night's runs that ran and failed (``variant: status (reason)``); pruned and skipped runs are not here."""
 
     @property
     def regressions(self) -> tuple[tuple[str, str], ...]:
@@ -365,8 +377,13 @@ class NightReport:
 
     @property
     def exit_code(self) -> int:
-        """4 when a regression is flagged, else 0 (CONTRACTS §5)."""
+        """This stage's contribution: 4 when a regression is flagged, else 0 (CONTRACTS §5)."""
         return ExitCode.REGRESSION if self.regressions else ExitCode.OK
+
+    @property
+    def night_exit_code(self) -> int:
+        """The night's exit code: 3 when a run ran and failed, else :attr:`exit_code` (``contracts.exits.combine``)."""
+        return combine(ExitCode.RUN_FAILED if self.failed_runs else ExitCode.OK, self.exit_code)
 
     def variant(self, name: str) -> VariantJudgement:
         """The judgement of variant ``name``; ``KeyError`` lists the judged variants."""
@@ -380,7 +397,8 @@ class NightReport:
                 "series": self.series.to_json(),
                 "sweep_ids": list(self.sweep_ids),
                 "config": {f.name: getattr(self.config, f.name) for f in fields(self.config)},
-                "exit_code": self.exit_code, "regressions": [list(r) for r in self.regressions],
+                "exit_code": self.night_exit_code, "history_exit_code": self.exit_code,
+                "failed_runs": list(self.failed_runs), "regressions": [list(r) for r in self.regressions],
                 "improvements": [list(r) for r in self.improvements],
                 "variants": [v.to_json() for v in self.variants], "retired": list(self.retired),
                 "warnings": list(self.warnings)}

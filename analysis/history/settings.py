@@ -20,14 +20,22 @@ DEFAULT_URL = "sqlite:///results/history.db"
 
 # what SQLAlchemy's make_url reads as backend sqlite, driver pysqlite, a file (or memory) database, no query
 _PLAIN_SQLITE = re.compile(r"sqlite(\+pysqlite)?:///[^?\s]*")
+# sqlite://results/history.db: SQLAlchemy reads "results" as a host and opens history.db in the working directory
+_SQLITE_HOST = re.compile(r"(?P<scheme>sqlite(\+\w+)?)://(?P<host>[^/?]+)")
 
 
 def check_history_url(url: str) -> None:
     """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, and its driver is installed.
 
     Raises:
-        HistoryInputError: names the URL (password hidden) and the supported forms (``store.check_url``'s message).
+        HistoryInputError: names the URL (password hidden) and the supported forms (``store.check_url``'s message);
+            a SQLite URL with a host (two slashes) names the three-slash form.
     """
+    m = _SQLITE_HOST.match(url)
+    if m:
+        raise HistoryInputError(f"history.url={url!r} names a host ({m['host']!r}) after sqlite://, which SQLite has "
+                                f"not: a SQLite file URL has three slashes, sqlite:///{url[m.end('scheme') + 3:]} "
+                                f"(relative to the working directory) or sqlite:////absolute/path.db")
     if _PLAIN_SQLITE.fullmatch(url):
         try:
             import sqlite3  # noqa: F401  (the driver SQLAlchemy's pysqlite dialect loads)
@@ -63,22 +71,6 @@ def check_settings(values: dict[str, Any]) -> HistoryConfig:
         raise HistoryInputError(str(e)) from None
 
 
-def hide_password(url: str) -> str:
-    """``url`` with its password shown as ``***`` (SQLAlchemy's ``make_url(url).render_as_string(hide_password=
-    True)``), for every file and console line this tool writes: ``postgresql://user:pass@host/db`` ->
-    ``postgresql://user:***@host/db``. A plain SQLite file URL has no password and is returned as it is, without
-    importing SQLAlchemy; a URL SQLAlchemy cannot parse has everything between ``://`` and ``@`` hidden."""
-    if not isinstance(url, str) or _PLAIN_SQLITE.fullmatch(url) or "@" not in url:
-        return url
-    from sqlalchemy.engine import make_url
-
-    try:
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 - any parse error: hide the whole user part
-        return re.sub(r"(://)[^/@]*@", r"\1***@", url)
-    return parsed.render_as_string(hide_password=True) if parsed.password is not None else url
-
-
 PASSWORD_ENV = "PGPASSWORD"
 
 
@@ -95,7 +87,7 @@ def password_from_env(url: str) -> str:
 
     if not isinstance(url, str) or "***@" not in url:
         return url
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import URL, make_url
 
     parsed = make_url(url)
     if parsed.password != "***":
@@ -103,4 +95,8 @@ def password_from_env(url: str) -> str:
     if not os.environ.get(PASSWORD_ENV) and not Path(os.environ.get("PGPASSFILE", "~/.pgpass")).expanduser().is_file():
         raise HistoryInputError(f"history.url={url!r}: the sweep stores no password; export {PASSWORD_ENV} (or "
                                 "write ~/.pgpass) in this shell, or give history.url with the password again")
-    return parsed.set(password=None).render_as_string(hide_password=False)
+    # URL.set(password=None) keeps the masked value on SQLAlchemy 2.1 (it renders as %2A%2A%2A): build the URL
+    # again without a password, so that libpq reads PGPASSWORD or ~/.pgpass
+    bare = URL.create(parsed.drivername, username=parsed.username, host=parsed.host, port=parsed.port,
+                      database=parsed.database, query=parsed.query)
+    return bare.render_as_string(hide_password=False)

@@ -34,6 +34,7 @@ from analysis.history.errors import (
 from analysis.history.migrations import check_supported, current_version, migrate
 from analysis.history.records import NightInput, RecordResult, Series
 from analysis.history.schema import SCHEMA_VERSION, breakdowns, runs, speedups, steps, sweeps
+from contracts.secrets import hide_password
 
 DEFAULT_TIMEOUT_S = 30.0
 _PG_LOCK_KEY = 7_243_917_001  # one PostgreSQL advisory lock shared by all history writers
@@ -59,7 +60,7 @@ def check_url(url: str | URL) -> URL:
         HistoryInputError: names the URL (password hidden) and the supported forms.
     """
     parsed = normalize_url(url)
-    shown = parsed.render_as_string(hide_password=True)
+    shown = hide_password(parsed.render_as_string(hide_password=False))
     forms = "sqlite:///results/history.db, postgresql+psycopg://user:pass@host:5432/db"
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
         raise HistoryInputError(f"history.url={shown!r}: the database kind {parsed.get_backend_name()!r} is not "
@@ -93,7 +94,7 @@ class HistoryStore:
         db = self.url.database
         if not create and self.url.get_backend_name() == "sqlite" and db and db != ":memory:" and not Path(db).exists():
             raise HistoryInputError(f"no history database at {db} (history.url={self.url}); record a sweep first")
-        self.display_url = self.url.render_as_string(hide_password=True)
+        self.display_url = hide_password(self.url.render_as_string(hide_password=False))
         self.timeout_s = float(timeout_s)
         self.is_sqlite = self.url.get_backend_name() == "sqlite"
         self.is_postgres = self.url.get_backend_name() == "postgresql"

@@ -154,7 +154,7 @@ def _section(history: SeriesHistory, reports: list[NightReport]) -> str:
             f"{cfg.window} good nights; threshold ±{cfg.threshold:.0%}, noise {cfg.noise_k:g} x night-to-night "
             f"spread, Mann-Whitney alpha {cfg.alpha:g}.</p>"
             f"<p class='verdict-summary' id='verdict-summary-{slug}'><b>{len(tonight.regressions)}</b> "
-            f"regression(s), <b>{len(tonight.improvements)}</b> improvement(s); exit code {tonight.exit_code}.</p>")
+            f"regression(s), <b>{len(tonight.improvements)}</b> improvement(s); exit code {tonight.night_exit_code}.</p>")
     warn = "".join(f"<li class='warn'>{html.escape(w)}</li>" for w in tonight.warnings)
     rows = "".join(_row(v, j) for v in tonight.variants for j in v.judgements)
     table = (f"<h3>Night {tonight.night} against the rolling baseline</h3><table class='tonight' "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -32,8 +33,9 @@ def run_new(plan, argv: list[str]) -> Ended:
     sd = SweepDir(write_plan(plan, argv))
     timeline.mark("written")
     print_plan(plan, sd.root)
-    # the plan's own history URL: the manifest stores its password as *** (CONTRACTS §10)
-    history = {"url": plan.cfg["history"]["url"]} if (plan.cfg.get("history") or {}).get("url") else None
+    # the plan's own history URLs: the manifest stores their passwords as *** (CONTRACTS §10)
+    given = plan.cfg.get("history") or {}
+    history = {k: given[k] for k in ("url", "notify", "mlflow", "page_url") if given.get(k)} or None
     with _lease(sd, "run"):
         rc = drive(sd, plan.settings, options, resume=False, cluster=plan.cfg["cluster"], history=history)
     return after_run(sd, rc)
@@ -58,7 +60,7 @@ def run_action(action: str, composed: Any) -> Ended:
     was planned with; everything else comes from the manifest. Every value is checked before anything is touched
     (exit 2). Returns the exit code and the last line (:mod:`experiments.conductor.ending`).
     """
-    from experiments.checks import check_settings, check_usage
+    from experiments.checks import check_settings, check_sweep_writable, check_usage
     from experiments.settings import SweepSettings
 
     cfg = composed.base
@@ -66,14 +68,20 @@ def run_action(action: str, composed: Any) -> Ended:
     preset = str((cfg.get("sweep") or {}).get("name") or "")
     check_usage(settings)
     check_settings(settings)
-    sd = SweepDir(find_sweep(settings, preset, submitted=action == "collect"))
+    series = {g: str((cfg.get(g) or {}).get("name")) for g in ("model", "cluster") if g in composed.keys}
+    sd = SweepDir(find_sweep(settings, preset, submitted=action != "run", series=series))
+    if settings.sweep_id == "latest" and not settings.output_dir:  # never act on a sweep without naming it, and why
+        within = ", ".join([f"preset {preset}"] + [f"{g} {n}" for g, n in series.items()])
+        kind = "sweep" if action == "run" else "sweep with a job submitted"
+        print(f"sweep_id=latest is sweep {sd.root.name} ({sd.root}): the newest {kind} of {within}",
+              file=sys.stderr)
+    if action != "status":
+        check_sweep_writable(sd.root, action)
     if action == "status":
         rc, views = _status(sd)
         return after_status(sd, rc, ((v.variant, v.repeat, v.attempt, v.state) for v in views if v.attempt))
     m = Manifest.load(sd)
     m.require_complete(sd.root)
-    if settings.sweep_id == "latest":  # never act on a sweep without naming it first
-        print(f"sweep_id=latest is sweep {m.sweep_id} ({sd.root}, created {m.created})", file=sys.stderr)
     if action == "cancel":
         from experiments.conductor.cancel import cancel_sweep
 
@@ -101,46 +109,74 @@ def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:
     return drive(sd, settings, options, resume=True, collect_only=action == "collect", history=history)
 
 
-def _submitted(manifest: Path) -> bool:
-    """True when the sweep of ``manifest`` had at least one job submitted (an attempt with a job id)."""
+def _latest_key(manifest: Path, submitted: bool, series: dict[str, str]) -> str | None:
+    """The sweep id of ``manifest`` when it may be ``sweep_id=latest``: of the series ``series`` (model and cluster
+    names the command gave) and, with ``submitted``, with a job submitted; else None. The id starts with the UTC
+    creation time, so it orders sweeps whatever their folder is called."""
     try:
-        m = Manifest.load(manifest.parent)
-    except ContractError:
-        return False
-    return any(a.job_id for v in m.variants for a in v.attempts)
+        doc = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("sweep_id"), str):
+        return None
+    if any(str(doc.get(k)) != v for k, v in series.items()):
+        return None
+    if submitted and not any(isinstance(a, dict) and a.get("job_id") for v in doc.get("variants") or []
+                             if isinstance(v, dict) for a in v.get("attempts") or []):
+        return None
+    return doc["sweep_id"]
 
 
-def find_sweep(settings, preset: str | None = None, submitted: bool = False) -> Path:
+def find_sweep(settings, preset: str | None = None, submitted: bool = False,
+               series: dict[str, str] | None = None) -> Path:
     """The folder of ``sweep_id=`` (``output_dir`` or ``results/*/<id>``). Raises ConfigError if unknown.
 
-    ``sweep_id=latest`` is the newest sweep (by its id, which starts with its UTC creation time) of ONE preset,
-    ``<results_root>/<preset>/`` (``sweep=`` on the command line, else the command's default preset); with
-    ``submitted`` (``action=collect``) only sweeps that had a job submitted count, so a later plan is never
-    collected instead of tonight's nightly.
+    ``sweep_id=latest`` is the newest sweep (by its id, which starts with its UTC creation time, never by its
+    folder's name) of ONE preset, ``<results_root>/<preset>/`` (``sweep=`` on the command line, else the command's
+    default preset), and of the model and cluster in ``series`` (those the command names); with ``submitted``
+    (every action but a resume) only sweeps that had a job submitted count, so a later plan is never collected
+    instead of tonight's nightly. ``output_dir`` of a sweep with a ``sweep_id`` of another sweep is refused
+    (ConfigError naming both), for every action.
     """
     if settings.output_dir and SweepDir(Path(settings.output_dir)).exists():
+        _same_sweep(settings.sweep_id, Path(settings.output_dir))
         return Path(settings.output_dir)
     if not settings.sweep_id:
         raise ConfigError("this action needs sweep_id=<YYYYmmdd-HHMMSSZ-xxxxxx> (or sweep_id=latest, or output_dir= "
                           "of a sweep)")
     root = Path(settings.results_root)
     if settings.sweep_id == "latest":
+        series = series or {}
         where = root / preset if preset else root / "*"
-        found = sorted(where.glob("*/manifest.json") if preset else root.glob("*/*/manifest.json"),
-                       key=lambda p: p.parent.name)
-        if submitted:
-            found = [p for p in found if _submitted(p)]
+        found = sorted((key, p.parent) for p in (where.glob("*/manifest.json") if preset
+                                                else root.glob("*/*/manifest.json"))
+                       if (key := _latest_key(p, submitted, series)))
         if not found:
             what = "submitted sweep" if submitted else "sweep"
-            raise ConfigError(f"sweep_id=latest: no {what} of preset {preset or '*'} under {where}/ (latest looks "
-                              f"within one preset: pass sweep=<preset>, e.g. sweep=nightly)")
-        return found[-1].parent
+            of = "".join(f", {g} {n}" for g, n in series.items())
+            raise ConfigError(f"sweep_id=latest: no {what} of preset {preset or '*'}{of} under {where}/ (latest "
+                              f"looks within one preset and the model and cluster given: pass sweep=<preset>, "
+                              f"e.g. sweep=nightly)")
+        return found[-1][1]
     hits = sorted(root.glob(f"*/{settings.sweep_id}/manifest.json"))
     if not hits:
         known = sorted(p.parent.name for p in root.glob("*/*/manifest.json"))[-10:]
         raise ConfigError(f"sweep_id={settings.sweep_id} not found under {root}/*/ (a sweep in a custom folder is "
                           f"found with output_dir=<its folder>). Known sweeps: {', '.join(known) or 'none'}")
     return hits[0].parent
+
+
+def _same_sweep(sweep_id: str | None, folder: Path) -> None:
+    """Refuse ``sweep_id=A output_dir=<B's folder>``: the two name different sweeps. Raises ConfigError (exit 2)."""
+    if not sweep_id or sweep_id == "latest":
+        return
+    try:
+        found = Manifest.load(folder).sweep_id
+    except ContractError:
+        return  # a damaged manifest: the action reports it with its own message
+    if found != sweep_id:
+        raise ConfigError(f"sweep_id={sweep_id} and output_dir={folder} name different sweeps: that folder holds "
+                          f"sweep {found}. Pass one of them (sweep_id={found}, or the output_dir of {sweep_id})")
 
 
 def show_status(sd: SweepDir) -> int:

@@ -13,11 +13,21 @@ from contracts.records import RunRef
 from contracts.statuses import ManifestStatus
 from experiments.conductor.collect import log_name
 from experiments.conductor.progress import RunView
+from experiments.payload.validate_all import SUMMARY_FILE
+from launchers.errors import SchedulerError
 from launchers.spec import JobCommand
 
 
 def container_preflight(sw) -> None:
-    """Run the validate job of every planned or gated variant and prune those the real libraries reject."""
+    """Run the validate job of every planned or gated variant and prune those the real libraries reject.
+
+    The job is ``python -m experiments.payload.validate_all VARIANT_JSON... OUT_DIR``; each variant's verdict is
+    ``OUT_DIR/<variant>/effective_config.json``.
+
+    Raises:
+        SchedulerError: the job ended without its ``validate_all.json`` (it failed as a job, so no variant was
+            judged): exit 5 before any run, instead of pruning every variant.
+    """
     sd, m = sw.sd, sw.m
     names = [v.name for v in m.variants if v.status in (ManifestStatus.PLANNED, ManifestStatus.GATED)]
     if not names:
@@ -25,7 +35,7 @@ def container_preflight(sw) -> None:
     ref = RunRef("preflight", 0, 1)
     out = sd.preflight.resolve()
     argv = (sys.executable, "-m", "experiments.payload.validate_all",
-            *[str(sd.variant_json(n).resolve()) for n in names], "--out", str(out))
+            *[str(sd.variant_json(n).resolve()) for n in names], str(out))
     view = RunView(ref.task, "container preflight", 1, 0, state="submitted")
     h = sw.backend.submit_item(ref.task, JobCommand(name="preflight", argv=argv), "preflight")
     view.job_id = h.job_id
@@ -39,6 +49,9 @@ def container_preflight(sw) -> None:
     for src in sw.backend.log_files(ref):
         if src.exists():
             write_bytes(logs / log_name(src, ref), src.read_bytes())
+    if not (out / SUMMARY_FILE).exists():  # the job itself failed (it could not start or check): not a verdict
+        raise SchedulerError(f"the container preflight job {h.job_id} ended {st.status} without {out / SUMMARY_FILE}; "
+                             f"nothing was pruned or run (its log: {logs})")
     verdicts = {}
     for n in names:
         eff = out / n / "effective_config.json"

@@ -8,7 +8,6 @@ settings, and writes one JSON document. Unknown values are ``null``, never absen
 from __future__ import annotations
 
 import enum
-import os
 from pathlib import Path
 from typing import Any
 
@@ -171,8 +170,8 @@ def build_document(spec: VariantSpec, *, effective: dict[str, Any], adjustments:
 
 def write_atomic(path: str | Path, doc: dict[str, Any]) -> Path:
     """Write ``doc`` as JSON to ``path`` atomically (the planner's temp file + ``os.replace`` + fsync writer),
-    readable by the launcher and the analysis (mode 0644; the temp file starts as 0600)."""
+    with the mode every file of the sweep gets: ``0666 & ~umask`` (:mod:`contracts.atomic`), so a restrictive
+    umask (077) is honoured and a teammate's 022 lets them read it."""
     p = Path(path)
     write_json(p, doc, durable=True)
-    os.chmod(p, 0o644)
     return p

@@ -42,6 +42,9 @@ BRIDGE_NOT_RUN = (
     "megatron.bridge ConfigContainer.validate: dataset, scheduler, checkpoint and CUDA-graph configuration checks",
     "transformer_engine: checks at layer build (delay_wgrad_compute needs TE >= 2.3.0)",
 )
+# The Transformer Engine a rejection is re-checked against when neither this machine nor the target container has
+# one: the version the project's GPU extra pins (pyproject.toml ``gpu``: transformer-engine 2.12.0).
+ASSUMED_TE = "2.12.0"
 _CUDA_UNAVAILABLE = ("no cuda gpus", "found no nvidia driver", "cuda driver", "torch not compiled with cuda",
                      "cuda is not available", "invalid device ordinal")
 
@@ -79,15 +82,29 @@ def gpt_provider_blocks(spec: VariantSpec) -> dict[str, Any]:
 def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
     """The CPU fallback: Megatron-Core's TransformerConfig and micro-batch checks only.
 
+    Where neither this machine nor the target container (variant.json ``container.transformer_engine``) has a
+    Transformer Engine, a rejection that disappears with :data:`ASSUMED_TE` assumed is an environment gap: its
+    messages are listed as ``not checked: transformer_engine is not installed here (...)`` in ``not_run`` and in
+    the warnings, and the verdict is decided by the other checks.
+
     Raises:
         CoreMissing: megatron.core is not importable.
     """
     view, applied = SimpleNamespace(**gpt_provider_blocks(spec), **spec.settings), Applied()
     apply_shared_expert_overlap(view, spec, applied)  # the same adjustment train mode makes
-    r = check_transformer_config(vars(view), world_size=spec.world_size, versions=target_versions(spec),
+    versions = target_versions(spec)
+    r = check_transformer_config(vars(view), world_size=spec.world_size, versions=versions,
                                  build=dict(spec.container))
     if r.unknown_fields:
         raise UnknownField(f"on megatron-core {r.core_version}: " + "; ".join(r.messages))
+    unchecked: list[str] = []
+    if not r.ok and not versions.get("transformer_engine") and not _te_installed():
+        with_te = check_transformer_config(vars(view), world_size=spec.world_size,
+                                           versions={**versions, "transformer_engine": ASSUMED_TE},
+                                           build=dict(spec.container))
+        if with_te.ok:  # every message came from a Transformer Engine requirement: a gap here, not a rejection
+            unchecked = [f"not checked: transformer_engine is not installed here ({m})" for m in r.messages]
+            r = with_te
     effective = dict(r.effective) if r.ok else read_effective(view)
     effective["train_iters"] = spec.train_iters
     notes = [f"Megatron-Core {r.core_version} checks; version-keyed rules assumed {r.assumed_versions}"
@@ -97,9 +114,16 @@ def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
     target_core = spec.container.get("megatron_core")
     if target_core and r.core_version and str(r.core_version).split("+")[0] != str(target_core):
         warnings.append(f"checks ran on megatron-core {r.core_version}; the target container has {target_core}")
-    not_run = list(r.not_run) + [f"{c} [{why_no_bridge}]" for c in BRIDGE_NOT_RUN]
+    not_run = unchecked + list(r.not_run) + [f"{c} [{why_no_bridge}]" for c in BRIDGE_NOT_RUN]
     return Outcome(effective=effective, adjustments=applied.adjustments, failures=list(r.messages),
-                   warnings=warnings, not_run=not_run, notes=notes + applied.notes)
+                   warnings=warnings + unchecked, not_run=not_run, notes=notes + applied.notes)
+
+
+def _te_installed() -> bool:
+    """Whether Transformer Engine is importable here (looked up, not imported: importing it needs CUDA)."""
+    import importlib.util
+
+    return importlib.util.find_spec("transformer_engine") is not None
 
 
 def bridge_outcome(spec: VariantSpec, api: BridgeAPI) -> Outcome | None:

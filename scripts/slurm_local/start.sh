@@ -155,7 +155,12 @@ EOF
 )
 
 # install_conf NEW DEST MODE: replace DEST when it differs; prints "changed" when it did.
-install_conf() {
+install_conf() {  # $1 generated file, $2 system path, $3 mode. A file of the machine's own is kept once as
+  # $2.before-moe-sweep before it is first replaced or removed (restore it with: mv $2.before-moe-sweep $2)
+  if [ -e "$2" ] && [ ! -e "$2.before-moe-sweep" ] && ! cmp -s "$1" "$2"; then
+    cp -p "$2" "$2.before-moe-sweep"
+    sl_log "kept the machine's $2 as $2.before-moe-sweep (this script replaces it)" >&2
+  fi
   if [ -s "$1" ]; then
     cmp -s "$1" "$2" && return 0
     install -D -m "$3" "$1" "$2"

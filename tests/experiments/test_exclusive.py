@@ -161,10 +161,11 @@ def test_latest_resolves_within_one_preset_and_collect_takes_a_submitted_sweep(t
     assert find_sweep(settings(), "nightly") == ids["20261201-020000Z-bbbbbb"]
     assert find_sweep(settings(action="collect"), "nightly", submitted=True) == ids["20261201-010000Z-aaaaaa"]
     assert find_sweep(settings(), "isolation") == ids["20261201-030000Z-cccccc"]
-    # through the command line: status of the latest nightly, not the newer isolation sweep
+    # through the command line: status of the latest submitted nightly, not the newer isolation sweep nor the
+    # later nightly that was only planned
     capsys.readouterr()
     assert main(["action=status", "sweep_id=latest", "sweep=nightly", f"results_root={root}"]) == 0
-    assert "20261201-020000Z-bbbbbb" in capsys.readouterr().out
+    assert "20261201-010000Z-aaaaaa" in capsys.readouterr().out
 
 
 def test_misspelt_key_suggests_the_key_and_never_plus(capsys):

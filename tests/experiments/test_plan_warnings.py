@@ -34,10 +34,17 @@ def test_a_secret_env_name_set_nowhere_is_named_at_plan_time(tmp_path, capsys, m
 
 def test_latest_names_the_sweep_before_acting_on_it(tmp_path, capsys):
     root = tmp_path / "results"
+    from contracts.manifest import Manifest
+    from contracts.sweepdir import SweepDir
+
+    def submit(m):  # a job was submitted (latest takes only such sweeps, but for a resume)
+        m.variants[0].new_attempt(0).set(status="submitted", job_id="42")
     for _ in range(2):
         assert main(["action=plan", "sweep=nightly", f"results_root={root}"]) == 0
+    for folder in (root / "nightly").iterdir():
+        Manifest.update(SweepDir(folder), submit)
     newest = sorted(p.name for p in (root / "nightly").iterdir())[-1]
     capsys.readouterr()
-    assert main(["action=cancel", "sweep=nightly", "sweep_id=latest", f"results_root={root}"]) == 0
+    assert main(["action=status", "sweep=nightly", "sweep_id=latest", f"results_root={root}"]) == 0
     err = capsys.readouterr().err
-    assert f"sweep_id=latest is sweep {newest} ({root / 'nightly' / newest}, created " in err
+    assert f"sweep_id=latest is sweep {newest} ({root / 'nightly' / newest}): the newest sweep with a job " in err

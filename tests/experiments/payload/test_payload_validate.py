@@ -131,11 +131,12 @@ def test_environment_is_recorded_and_secrets_masked(tmp_path, capsys, monkeypatc
 def test_subprocess_entry_point(tmp_path):
     path = write_variant(tmp_path, make_variant("deepep", True, container=WITH_DEEPEP))
     p = subprocess.run([sys.executable, "-m", "experiments.train", str(path), str(tmp_path / "out")], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                       preexec_fn=lambda: os.umask(0o077))  # a restrictive umask is honoured
     assert p.returncode == 0, p.stdout + p.stderr
     assert "[payload] validate deepep.ovl1.dw0: pass" in p.stdout
     assert sorted(x.name for x in (tmp_path / "out").iterdir()) == ["effective_config.json"]
-    assert (tmp_path / "out" / "effective_config.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "out" / "effective_config.json").stat().st_mode & 0o777 == 0o600
     assert_complete(read_effective(tmp_path / "out"))
 
 

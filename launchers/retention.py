@@ -1,0 +1,74 @@
+"""Retention of the code copies a Slurm sweep ships (``python -m launchers.retention SWEEP_FOLDER``).
+
+Each Slurm job gets the commit's code as ``<job folder>/<name>.tar.gz``, unpacked by NeMo-Run into ``code/`` next to
+it (without ``tests/`` and ``docs/``, :data:`launchers.archive.NOT_SHIPPED`), under ``<sweep>/nemo_run/``: about
+3 MB a run, kept with the sweep so that a finished run can be looked at with the code it ran. The manifest records
+each attempt's commit (``git_sha``), so the copies of finished jobs can go: this command removes them, and keeps
+those of jobs still queued or running (their job reads them). Logs, outputs and the manifest are never touched.
+
+Exit codes (CONTRACTS §5): 0 done (also when nothing was left to remove), 2 not a sweep folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from contracts.errors import ContractError
+from contracts.manifest import Manifest
+from contracts.sweepdir import SweepDir
+
+
+def code_copies(job_dir: Path) -> list[Path]:
+    """The shipped code of one job folder: ``code/`` and the ``*.tar.gz`` it was unpacked from."""
+    return [p for p in (job_dir / "code", *sorted(job_dir.glob("*.tar.gz"))) if p.exists()]
+
+
+def prune(sweep: Path) -> tuple[int, int, list[str]]:
+    """Remove the code copies of every job of ``sweep`` whose attempts have all ended.
+
+    Returns (copies removed, bytes freed, the job folders kept because a job there is still live).
+
+    Raises:
+        ContractError: ``sweep`` is not a sweep folder (its manifest is missing or damaged).
+    """
+    m = Manifest.load(SweepDir(sweep))
+    root = (SweepDir(sweep).root / "nemo_run").resolve()
+    live: set[Path] = set()
+    ended: set[Path] = set()
+    for v in m.variants:
+        for a in v.attempts:
+            if not a.get("job_dir"):
+                continue
+            folder = Path(str(a.get("job_dir"))).resolve()
+            if not folder.is_relative_to(root):  # only this sweep's own job folders
+                continue
+            (ended if a.status.final else live).add(folder)
+    removed = freed = 0
+    for folder in sorted(ended - live):
+        for p in code_copies(folder):
+            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+            removed, freed = removed + 1, freed + size
+    return removed, freed, [str(f) for f in sorted(live)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m launchers.retention",
+                                description="Remove the code copies of a sweep's finished Slurm jobs.")
+    p.add_argument("sweep", help="the sweep folder (results/<preset>/<sweep_id>)")
+    a = p.parse_args(argv)
+    try:
+        removed, freed, kept = prune(Path(a.sweep))
+    except ContractError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"removed {removed} code cop{'y' if removed == 1 else 'ies'} ({freed / 1e6:.1f} MB) of finished jobs in "
+          f"{a.sweep}" + (f"; kept those of {len(kept)} live job folder(s)" if kept else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Inputs that used to act silently on the wrong thing, refused through the real CLI (exit 2, the bad value and the
+fix named, nothing written): a ``sweep_id`` and an ``output_dir`` that name different sweeps, a SQLite history URL
+with two slashes, a value the job could not use, a copied profile that keeps another profile's name; and a comma
+in an environment value, kept whole instead of becoming a sweep axis. Each command runs
+the real CLI in a process of its own (tests/e2e/cli.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.cli import REPO, run_sweep, tail
+from tests.launchers.conftest import IN_CI
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _plan(out: Path) -> str:
+    res = run_sweep(["action=plan", f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
+    return json.loads((out / "manifest.json").read_text())["sweep_id"]
+
+
+@pytest.mark.slow
+def test_a_sweep_id_and_the_output_dir_of_another_sweep_are_refused_for_every_action(tmp_path):
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    a_id, b_id = _plan(a_dir), _plan(b_dir)
+    assert a_id != b_id
+    before = _digest(b_dir)
+    for action in ("status", "collect", "cancel", "run"):
+        res = run_sweep([f"action={action}", f"sweep_id={a_id}", f"output_dir={b_dir}"])
+        assert res.returncode == 2, (action, tail(res))
+        assert a_id in res.stderr and str(b_dir) in res.stderr and b_id in res.stderr, (action, tail(res))
+        assert "name different sweeps" in res.stderr, (action, tail(res))
+    assert _digest(b_dir) == before
+    res = run_sweep(["action=status", f"sweep_id={b_id}", f"output_dir={b_dir}"])  # the same sweep twice is fine
+    assert res.returncode == 0, tail(res)
+
+
+def test_a_sqlite_history_url_with_two_slashes_is_refused_at_plan_time(tmp_path):
+    out = tmp_path / "s"
+    res = run_sweep(["action=plan", f"output_dir={out}", "history.enabled=true",
+                     "history.url=sqlite://results/history.db"])
+    assert res.returncode == 2, tail(res)
+    assert "sqlite://results/history.db" in res.stderr and "sqlite:///results/history.db" in res.stderr, tail(res)
+    assert not out.exists()
+
+
+def _variant_names(out: Path) -> list[str]:
+    return [v["name"] for v in json.loads((out / "manifest.json").read_text())["variants"]]
+
+
+@pytest.mark.slow
+def test_a_comma_in_an_environment_value_is_kept_whole_never_an_axis(tmp_path):
+    plain, comma = tmp_path / "plain", tmp_path / "comma"
+    assert run_sweep(["action=plan", f"output_dir={plain}"]).returncode == 0
+    res = run_sweep(["action=plan", f"output_dir={comma}", "+cluster.env_vars.NCCL_IB_HCA=mlx5_0,mlx5_1"])
+    assert res.returncode == 0, tail(res)
+    assert _variant_names(comma) == _variant_names(plain)  # no new axis: the same variants
+    docs = [json.loads(p.read_text()) for p in sorted(comma.glob("variants/*/variant.json"))]
+    assert docs and all(d["env"]["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" for d in docs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "named"), [
+    ("cluster.env_vars.CUDA_DEVICE_MAX_CONNECTIONS=abc", "CUDA_DEVICE_MAX_CONNECTIONS='abc'"),
+    ("cluster.env_vars.CUDA_DEVICE_MAX_CONNECTIONS=0", "from 1 to 32"),
+    ("cluster.nodes=2", "cluster.nodes=2 with cluster.executor=local"),
+])
+def test_values_the_job_could_not_use_are_refused_at_plan(tmp_path, override, named):
+    out = tmp_path / "s"
+    res = run_sweep(["action=plan", f"output_dir={out}", override])
+    assert res.returncode == 2, tail(res)
+    assert named in res.stderr, tail(res)
+    assert not out.exists()
+
+
+def _copy_code(dest: Path) -> Path:
+    """The project's code and conf/ copied to ``dest`` (no .git), for a command that must see its own files."""
+    for part in ("experiments", "contracts", "launchers", "analysis", "conf"):
+        shutil.copytree(REPO / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+@pytest.mark.slow
+def test_a_copy_of_the_code_inside_another_repository_records_no_git_sha(tmp_path):
+    outer = tmp_path / "outer"  # some other repository (a home folder under git) that holds a copy of the code
+    outer.mkdir()
+    git = ["git", "-C", str(outer), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "other"], check=True)
+    other = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    code = _copy_code(outer / "tools" / "moe")
+    out = tmp_path / "s"
+    res = subprocess.run([sys.executable, "-m", "experiments.sweep", "action=plan", f"output_dir={out}"], cwd=code,
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(code)})
+    assert res.returncode == 0, tail(res)
+    manifest = (out / "manifest.json").read_text()
+    assert json.loads(manifest)["git_sha"] is None and other not in manifest
+
+
+@pytest.mark.slow
+def test_a_copied_profile_that_keeps_the_example_name_is_refused(tmp_path):
+    # a copy of its own (the code and conf/), so that the new profile is seen by this command only
+    clone = _copy_code(tmp_path / "clone")
+    shutil.copy(REPO / "conf" / "cluster" / "example_site.yaml", clone / "conf" / "cluster" / "my_site.yaml")
+    res = subprocess.run([sys.executable, "-m", "experiments.sweep", "action=plan", "cluster=my_site",
+                          f"output_dir={tmp_path / 's'}"], cwd=clone, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONPATH": str(clone)})
+    assert res.returncode == 2, tail(res)
+    assert "conf/cluster/my_site.yaml says name: example_site" in res.stderr and "name: my_site" in res.stderr
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.fixture
+def read_only_sweep(tmp_path: Path):
+    """A planned sweep seen through a read-only bind mount (root only: mount(2) needs CAP_SYS_ADMIN; root ignores
+    file modes, so a read-only file system is what makes the folder unwritable for it)."""
+    src, mnt = tmp_path / "rw", tmp_path / "ro"
+    sweep_id = _plan(src)
+    mnt.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "--bind", str(src), str(mnt)]).returncode == 0
+    if mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)]).returncode != 0:
+        subprocess.run(["umount", str(mnt)], check=False)
+        mounted = False
+    if not mounted:
+        why = "a read-only bind mount needs root"
+        if IN_CI:  # CI runs as root: a failed mount there is a real failure
+            pytest.fail(why)
+        pytest.skip(why)
+    yield mnt, sweep_id
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action", ["run", "collect", "cancel"])
+def test_a_read_only_sweep_folder_is_a_clear_error_for_every_writing_action(read_only_sweep, action):
+    folder, sweep_id = read_only_sweep
+    before = _digest(folder)
+    res = run_sweep([f"action={action}", f"sweep_id={sweep_id}", f"output_dir={folder}"])
+    assert res.returncode == 2, tail(res)
+    assert f"the sweep folder {folder} is not writable" in res.stderr and "Traceback" not in res.stderr, tail(res)
+    assert _digest(folder) == before
+    assert run_sweep(["action=status", f"sweep_id={sweep_id}", f"output_dir={folder}"]).returncode == 0
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_latest_is_the_newest_submitted_sweep_of_the_commands_series(tmp_path):
+    root = tmp_path / "results"
+    custom = root / "isolation" / "zz-my-older-sweep"  # a custom folder whose name sorts last, created first
+    assert run_sweep([f"output_dir={custom}", "poll_s=0.5"]).returncode == 0
+    res = run_sweep([f"results_root={root}", "poll_s=0.5"])
+    assert res.returncode == 0, tail(res)
+    (newest,) = [p.parent for p in root.glob("isolation/2*/manifest.json")]
+    assert run_sweep(["action=plan", f"results_root={root}"]).returncode == 0  # a later plan: nothing submitted
+    res = run_sweep(["action=status", "sweep_id=latest", "sweep=isolation", f"results_root={root}"])
+    assert res.returncode == 0, tail(res)
+    assert f"sweep_id=latest is sweep {newest.name} ({newest}" in res.stderr, tail(res)
+    assert "the newest sweep with a job submitted of preset isolation" in res.stderr, tail(res)
+    res = run_sweep(["action=status", "sweep_id=latest", "sweep=isolation", "model=qwen3_30b_a3b",
+                     f"results_root={root}"])
+    assert res.returncode == 2 and "model qwen3_30b_a3b" in res.stderr, tail(res)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.usefixtures("slurm_cluster")
+def test_a_slurm_sweep_without_accounting_says_so_and_submits_nothing(tmp_path):
+    # the real local Slurm for sbatch and squeue, and a sacct that answers as one without slurmdbd does
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sacct").write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
+    (bin_dir / "sacct").chmod(0o755)
+    out = tmp_path / "s"
+    res = run_sweep(["cluster=local_slurm", "allow_dirty=true", "poll_s=1", f"output_dir={out}"], timeout=120,
+                    PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert res.returncode == 5, tail(res)
+    assert "sacct does not answer (sacct: error: Slurm accounting storage is disabled)" in res.stderr, tail(res)
+    attempts = [a for v in json.loads((out / "manifest.json").read_text())["variants"] for a in v["attempts"]]
+    assert attempts and not any(a.get("job_id") for a in attempts)
