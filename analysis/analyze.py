@@ -40,6 +40,7 @@ from contracts.atomic import write_json
 from contracts.errors import ManifestError
 from contracts.manifest import Manifest
 from contracts.records import DEFAULT_ALLOW_ADJUST
+from contracts.slurm import TIMEOUT_KEYS as SLURM_TIMEOUT_KEYS
 from contracts.slurm import parse_time_limit
 from contracts.sweepdir import SweepDir
 
@@ -52,6 +53,11 @@ def _int(value: Any) -> int | None:
         return int(str(value)) if value is not None and str(value).strip() not in ("", "None", "null") else None
     except ValueError:
         return None
+
+
+def _seconds(value: Any) -> float | None:
+    """A recorded duration (s) as a float; None for anything else (absent, null, text, a bool)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def log_files(folder: Path) -> list[Path]:
@@ -267,8 +273,11 @@ def analyze_sweep(sweep_dir: Path, warmup: int | None = None, *, options: Option
             name = v.name if not multi else f"{v.name}.r{a.repeat}"
             # a raw Slurm state, when the conductor recorded one, names causes the manifest status cannot
             # (PREEMPTED, NODE_FAIL, OUT_OF_MEMORY)
+            # and the cluster's KillWait / SlurmdTimeout / GraceTime, when the conductor read them
+            # (experiments/conductor/accounting.py::record_slurm_timeouts), for a stop line that comes late
+            waits = a.get("slurm_timeouts") if isinstance(a.get("slurm_timeouts"), dict) else {}
             scheduler = SchedulerInfo(a.get("scheduler_state") or str(a.status), a.exit_code, tuple(a.flags),
-                                      signal=signal)
+                                      signal=signal, **{k: _seconds(waits.get(k)) for k in SLURM_TIMEOUT_KEYS})
             r = analyze_run(files, name=name, attempt=a.attempt, repeat=a.repeat, effective=effective,
                             scheduler=scheduler, last_log_age_s=age, a2a_ms=a2a_ms, held=held.get(ref.task),
                             **common)

@@ -12,6 +12,9 @@ from contracts.errors import ConfigError
 from contracts.statuses import ManifestStatus as S
 
 TIME_FORMS = ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS")
+# the cluster's timeouts (s) a manifest attempt records in ``slurm_timeouts`` (read by launchers.slurm_timeouts,
+# used by the failure judgement): slurm.conf(5) KillWait, SlurmdTimeout, and the partition's/QOS's GraceTime
+TIMEOUT_KEYS = ("kill_wait_s", "slurmd_timeout_s", "grace_time_s")
 
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
 _PLAIN = re.compile(r"^(\d+)(?::(\d+))?(?::(\d+))?$")

@@ -127,6 +127,11 @@ class SchedulerInfo:
     flags: tuple[str, ...] = ()  # launcher flags on the attempt, e.g. "suspected_hang" (its monitor saw no progress)
     signal: str | None = None  # the sbatch --signal spec the launcher asked for (``TERM@60``), when known
     ended_at: str | None = None  # when the scheduler saw the attempt end (``YYYY-MM-DDTHH:MM:SS``, the cluster's clock)
+    # the cluster's Slurm timeouts (s; None when unknown: the judgement uses slurm.conf(5)'s defaults), read at
+    # collect time (launchers.slurm_timeouts): how late a NODE_FAIL, time-limit or preemption line may come
+    kill_wait_s: float | None = None
+    slurmd_timeout_s: float | None = None
+    grace_time_s: float | None = None
 
     @property
     def status(self) -> str | None:
@@ -291,7 +296,9 @@ def classify(
     failures, chain, read_flags = timeline.read(
         log, found, ctx, sched=sched, sched_line=sched_line, complete=complete, median_step_ms=median_step_ms,
         hang_min_s=hang_min_s, ended_at=scheduler.ended_at, launcher_flags=scheduler.flags, priority=_in_priority,
-        rank_key=level_then_priority, root=root)
+        rank_key=level_then_priority, root=root,
+        slurm=timeline.SlurmTimeouts.of(kill_wait_s=scheduler.kill_wait_s, slurmd_timeout_s=scheduler.slurmd_timeout_s,
+                                        grace_time_s=scheduler.grace_time_s))
     flags += read_flags
     if failures and failures[0] == "traceback" and chain.cause is not None:
         _exception_of(found["traceback"], chain.cause.line)

@@ -77,13 +77,15 @@ AFTER_RESOURCE = frozenset({"cuda_error", "flex_kernel_error", "nvshmem_init", "
 STICKY = frozenset({"cuda_error", "flex_kernel_error"})
 # what an NCCL "unhandled cuda error" wraps: the CUDA failure itself (``caused_by: cuda``)
 CUDA_CAUSES = ("cuda_oom", "cuda_error", "hardware_failure", "assertion", "flex_kernel_error")
-# scheduler stops whose line may come long after their first symptom, and Slurm's own timeouts for that
-# (slurm.conf(5) defaults: SlurmdTimeout=300 s, KillWait=30 s; GraceTime is per partition/QOS, the soft signal
-# that starts it is read instead)
+# scheduler stops whose line may come long after their first symptom, and Slurm's own timeouts for that: the
+# cluster's (SchedulerInfo, read at collect time by launchers.slurm_timeouts), else the slurm.conf(5) defaults
+# (SlurmdTimeout=300 s, KillWait=30 s, a partition's GraceTime=0 s; the soft signal that starts a grace period is
+# read as well)
 LATE_STOPS = frozenset({"preempted", "node_failure", "slurm_time_limit"})
 SLURMD_TIMEOUT_S = 300.0
 OUTLIVED_ITERATIONS = 3  # iteration lines after a failure's every line: training outlived it
 KILL_WAIT_S = 30.0
+GRACE_TIME_S = 0.0
 
 _GLOG = re.compile(r"(?:^|[\[\s:])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?[\s\]]")
 _DATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
@@ -217,6 +219,30 @@ def events_of(reason: str, offsets: Sequence[int], fallback_offset: int, fallbac
 
 
 @dataclass(frozen=True)
+class SlurmTimeouts:
+    """The Slurm timeouts (s) that date a late scheduler stop (:func:`_consequences`), each with where it came
+    from: ``cluster`` (read from the cluster at collect time) or ``default`` (slurm.conf(5)'s default)."""
+
+    slurmd_timeout_s: float = SLURMD_TIMEOUT_S
+    kill_wait_s: float = KILL_WAIT_S
+    grace_time_s: float = GRACE_TIME_S
+    sources: tuple[tuple[str, str], ...] = (("slurmd_timeout_s", "default"), ("kill_wait_s", "default"),
+                                            ("grace_time_s", "default"))
+
+    @classmethod
+    def of(cls, *, slurmd_timeout_s: float | None = None, kill_wait_s: float | None = None,
+           grace_time_s: float | None = None) -> SlurmTimeouts:
+        """The cluster's values where known (not None, >= 0), the slurm.conf(5) defaults for the others."""
+        given = {"slurmd_timeout_s": slurmd_timeout_s, "kill_wait_s": kill_wait_s, "grace_time_s": grace_time_s}
+        known = {k: float(v) for k, v in given.items() if isinstance(v, int | float) and v >= 0}
+        return cls(**known, sources=tuple((k, "cluster" if k in known else "default") for k in given))
+
+    def to_json(self) -> dict[str, Any]:
+        """``runs[].timeline.slurm_timeouts`` (docs/CONTRACTS.md §7): key -> ``{"value": s, "source": ...}``."""
+        return {k: {"value": getattr(self, k), "source": src} for k, src in self.sources}
+
+
+@dataclass(frozen=True)
 class Timeline:
     """The causal chain of a run: the ``cause`` event (the primary reason's first event), the ``consequences``
     (every other failure's first event, in time order), the ``window_s`` used, and ``demoted``: reason -> why it
@@ -227,12 +253,16 @@ class Timeline:
     consequences: tuple[Event, ...]
     window_s: float
     demoted: dict[str, str]
+    slurm: SlurmTimeouts | None = None  # the timeouts a late scheduler stop was read with; None without one
 
     def to_json(self) -> dict[str, Any]:
-        """summary.json ``runs[].timeline`` (docs/CONTRACTS.md §7)."""
-        return {"cause": self.cause.to_json() if self.cause else None,
-                "consequences": [e.to_json() for e in self.consequences], "window_s": self.window_s,
-                "demoted": dict(self.demoted)}
+        """summary.json ``runs[].timeline`` (docs/CONTRACTS.md §7); ``slurm_timeouts`` only when a late stop was read."""
+        out = {"cause": self.cause.to_json() if self.cause else None,
+               "consequences": [e.to_json() for e in self.consequences], "window_s": self.window_s,
+               "demoted": dict(self.demoted)}
+        if self.slurm is not None:
+            out["slurm_timeouts"] = self.slurm.to_json()
+        return out
 
 
 def _base(reason: str) -> str:
@@ -258,7 +288,7 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
           rank_key: Callable[[str], int], *, last_iteration_time: float | None = None,
           last_iteration_offset: int | None = None, root: dict[str, Any] | None = None,
           window_s: float = WINDOW_S, step_s: float = 0.0, first_iteration_offset: int | None = None,
-          iterations: int = 0) -> tuple[list[str], Timeline]:
+          iterations: int = 0, slurm: SlurmTimeouts | None = None) -> tuple[list[str], Timeline]:
     """Order ``failures`` (reasons, any order) so that the first is the primary reason (module docstring, rules
     1-5), and the timeline of that order.
 
@@ -268,7 +298,8 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
     how many were logged (every line of a failure printed before the first of at least OUTLIVED_ITERATIONS
     iteration lines was outlived: collectives keep the ranks within a step of each other, so training could not
     run on past a fatal error, and a line appears in the bytes no earlier than it was written); ``root``: torchrun's root-cause record (``rank``, ``local_rank``); ``step_s``: the
-    median step (s), which widens the window when steps are long. Never raises; with no failures it returns
+    median step (s), which widens the window when steps are long; ``slurm``: the cluster's Slurm timeouts for a
+    late scheduler stop (the slurm.conf(5) defaults when None). Never raises; with no failures it returns
     ([], a timeline without a cause).
     """
     by_priority = sorted(dict.fromkeys(failures), key=rank_key)
@@ -324,7 +355,8 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
                     else ec.offset < ex.offset):
                 demoted[x] = f"exit_of:{c}"
                 break
-    _consequences(cands, first, events, details, demoted, window)
+    slurm = slurm or SlurmTimeouts()
+    _consequences(cands, first, events, details, demoted, window, slurm)
     cands = [r for r in cands if r not in demoted] or [r for r in live if not demoted.get(r, "").startswith(
         ("waiting_for", "exit_of", "consequence_of", "after_resource", "earlier_in_stream", "stopped_by"))] or live
     if root is not None and (root.get("rank") is not None or root.get("local_rank") is not None):
@@ -351,7 +383,8 @@ def order(failures: Sequence[str], events: dict[str, list[Event]], details: dict
     cause_reason = ordered[0]
     cause = _cause_event(events.get(cause_reason, []), root)
     consequences = tuple(e for e in (first[r] for r in ordered[1:]) if e is not None)
-    return ordered, Timeline(cause, consequences, window, demoted)
+    late = slurm if any(r in LATE_STOPS for r in live) else None
+    return ordered, Timeline(cause, consequences, window, demoted, late)
 
 
 def _same_stream(a: Event, b: Event) -> bool:
@@ -368,7 +401,8 @@ def _before(a: Event, b: Event, window: float) -> bool:
 
 
 def _consequences(cands: list[str], first: dict[str, Event | None], events: dict[str, list[Event]],
-                  details: dict[str, dict[str, Any]], demoted: dict[str, str], window: float) -> None:
+                  details: dict[str, dict[str, Any]], demoted: dict[str, str], window: float,
+                  slurm: SlurmTimeouts) -> None:
     """Rule 3b (module docstring): the pairs of cause and consequence that are known without a priority.
 
     - a wrapper whose own text names its cause (``caused_by``: an NCCL error that says 'out of memory',
@@ -377,12 +411,14 @@ def _consequences(cands: list[str], first: dict[str, Event | None], events: dict
       after it (``after_resource:<cause>``): the allocation failed, the work that needed it then failed;
     - a CUDA error is sticky (every later CUDA call of the process fails with it, and kernels report
       asynchronously): a failure printed before it in the same stream explains it (``earlier_in_stream:<cause>``);
-    - a scheduler stop that arrives late explains what it caused before its own line: a preemption explains every
-      failure after the soft signal that announced it (Slurm sends SIGTERM when preempting and kills after
-      GraceTime, so the ``DUE TO PREEMPTION`` line may come minutes later); a node failure explains the network
-      failures of the SLURMD_TIMEOUT_S before it (slurmctld declares a node down only after SlurmdTimeout without
-      an answer); a time limit or preemption explains the failures printed after its line (the kill's echoes,
-      within KILL_WAIT_S: Slurm's KillWait between SIGTERM and SIGKILL) (``stopped_by:<stop>``).
+    - a scheduler stop that arrives late explains what it caused before its own line, read with ``slurm`` (the
+      cluster's timeouts, else slurm.conf(5)'s defaults): a preemption explains every failure after the soft signal
+      that announced it, and with a GraceTime every failure stamped within GraceTime (+ window) before its line
+      (Slurm sends SIGTERM when preempting and kills after GraceTime, so the ``DUE TO PREEMPTION`` line may come
+      minutes later); a node failure explains the network failures stamped within SlurmdTimeout (+ window) before
+      it (slurmctld declares a node down only after SlurmdTimeout without an answer); a time limit or preemption
+      explains the failures printed after its line (the kill's echoes, within KillWait + window: Slurm's KillWait
+      between SIGTERM and SIGKILL) (``stopped_by:<stop>``).
     """
     live = [r for r in cands if r not in demoted]
     for r in live:
@@ -419,14 +455,17 @@ def _consequences(cands: list[str], first: dict[str, Event | None], events: dict
             ec = first.get(c)
             if c == stop or c in demoted or c in LATE_STOPS or ec is None or c in _ECHOES or _is_soft(c):
                 continue
-            after_line = (ec.time >= es.time and ec.time <= es.time + KILL_WAIT_S + window  # type: ignore[operator]
-                          if _stamped(ec) and _stamped(es) else ec.offset > es.offset)
+            both = _stamped(ec) and _stamped(es)
+            after_line = (es.time <= ec.time <= es.time + slurm.kill_wait_s + window  # type: ignore[operator]
+                          if both else ec.offset > es.offset)
             announced = stop == "preempted" and any(
                 (s.time <= ec.time if _stamped(s) and _stamped(ec) else s.offset < ec.offset)  # type: ignore[operator]
                 and s.offset < es.offset for s in soft)
-            lost_node = (stop == "node_failure" and _base(c) in WAITING and _stamped(ec) and _stamped(es)
-                         and es.time - SLURMD_TIMEOUT_S - window <= ec.time <= es.time)  # type: ignore[operator]
-            if (stop != "node_failure" and after_line) or announced or lost_node:
+            in_grace = (stop == "preempted" and slurm.grace_time_s > 0 and both
+                        and es.time - slurm.grace_time_s - window <= ec.time <= es.time)  # type: ignore[operator]
+            lost_node = (stop == "node_failure" and _base(c) in WAITING and both
+                         and es.time - slurm.slurmd_timeout_s - window <= ec.time <= es.time)  # type: ignore[operator]
+            if (stop != "node_failure" and after_line) or announced or in_grace or lost_node:
                 demoted[c] = f"stopped_by:{stop}"
 
 
@@ -665,7 +704,7 @@ def describe(e: Event | None) -> str:
 def read(log: ParsedLog, found: dict[str, Finding], ctx: lc.LaunchContext, *, sched: str | None,
          sched_line: str, complete: bool, median_step_ms: float | None, hang_min_s: float, ended_at: str | None,
          launcher_flags: Sequence[str], priority: Callable[[str], bool], rank_key: Callable[[str], Any],
-         root: dict[str, Any] | None) -> tuple[list[str], Timeline, list[str]]:
+         root: dict[str, Any] | None, slurm: SlurmTimeouts | None = None) -> tuple[list[str], Timeline, list[str]]:
     """The causal reading of one run, in one call: the findings read in their launch context (Megatron's graceful
     signal exit, plain cancels, received signals), the scheduler's time limit, a hang measured to whatever ended
     the run, then :func:`order`. ``found`` is updated in place (reinterpreted findings, ``suspected_hang``).
@@ -673,7 +712,8 @@ def read(log: ParsedLog, found: dict[str, Finding], ctx: lc.LaunchContext, *, sc
     ``sched``: the scheduler's word as a manifest status; ``complete``: the log reached the final iteration;
     ``median_step_ms`` (ms) and ``hang_min_s`` (s): the hang rule; ``ended_at``: the scheduler's end time;
     ``launcher_flags``: the launcher's flags on the attempt (``suspected_hang``); ``priority``: whether a base
-    reason is a failure class; ``rank_key``: the class priority (lower first); ``root``: torchrun's root-cause record.
+    reason is a failure class; ``rank_key``: the class priority (lower first); ``root``: torchrun's root-cause record;
+    ``slurm``: the cluster's Slurm timeouts for a late stop (:func:`order`).
     Returns (the failures in order, primary first; the timeline; the flags the reading adds). Never raises."""
     clock = clock_of(log)
     read_graceful_exit(found, ctx, log)
@@ -698,5 +738,5 @@ def read(log: ParsedLog, found: dict[str, Finding], ctx: lc.LaunchContext, *, sc
         [r for r in found if priority(r.split(":", 1)[0])], evs, {r: f.details for r, f in found.items()}, rank_key,
         last_iteration_time=stamp(log.last_timestamp or "", clock.year),
         last_iteration_offset=log.last_iteration_offset, root=root, step_s=(median_step_ms or 0) / 1000.0,
-        first_iteration_offset=log.first_iteration_offset, iterations=len(log.series))
+        first_iteration_offset=log.first_iteration_offset, iterations=len(log.series), slurm=slurm)
     return failures, chain, flags

@@ -14,6 +14,7 @@ from typing import Any
 
 from contracts.cluster import ClusterConfig
 from contracts.manifest import Manifest
+from contracts.slurm import TIMEOUT_KEYS as KEYS
 from contracts.statuses import FINAL_STATUSES
 from launchers.errors import LaunchError
 
@@ -78,4 +79,37 @@ def record_attempt_gpu_hours(sw: Any) -> None:
         note = f"sacct job {job}: {u.elapsed_s} s x {u.gpus} GPU" + (
             f", shared by {shared[job]} runs" if shared[job] > 1 else "")
         sw.writer.set(ref, gpu_hours_accounted=round(u.gpu_hours / shared[job], 6), gpu_hours_note=note)
+    sw.writer.commit()
+
+
+def record_slurm_timeouts(sw: Any) -> None:
+    """Write the cluster's Slurm timeouts into each final Slurm attempt (attempt field ``slurm_timeouts``:
+    ``kill_wait_s``, ``slurmd_timeout_s``, ``grace_time_s`` in s or None, and ``note``), for the failure judgement's
+    late-stop windows (analysis.judge.timeline). Asked once per sweep (:func:`launchers.slurm_timeouts.read_timeouts`,
+    for the sweep's partition and QOS): an answer already recorded on an attempt is copied to the others; a partial
+    one is asked again at the next collect. Local sweeps record nothing. Never raises for the scheduler."""
+    m = sw.m
+    cluster = ClusterConfig.from_json(m.cluster_config)
+    if cluster.executor != "slurm":
+        return
+    attempts = [(a.ref(v.name), a) for v in m.variants for a in v.attempts if a.job_id and a.status in FINAL_STATUSES]
+    known = next((t for _, a in attempts if isinstance(t := a.get("slurm_timeouts"), dict)
+                  and all(t.get(k) is not None for k in KEYS)), None)
+    todo = [ref for ref, a in attempts if known is None or a.get("slurm_timeouts") != known]
+    if not todo:
+        return
+    if known is None:
+        from launchers.shell import close_shell, shell_for
+        from launchers.slurm_timeouts import read_timeouts
+
+        shell = None
+        try:
+            shell = shell_for(cluster)
+            known = read_timeouts(shell, cluster.partition, cluster.qos)
+        except LaunchError as e:
+            known = {**dict.fromkeys(KEYS), "note": f"not read: the cluster could not be reached ({e})"}
+        finally:
+            close_shell(shell)
+    for ref in todo:
+        sw.writer.set(ref, slurm_timeouts=known)
     sw.writer.commit()

@@ -23,7 +23,7 @@ from contracts.statuses import GOOD_OUTCOMES, RESUBMIT_STATUSES, ManifestStatus,
 from contracts.sweepdir import SweepDir
 from experiments import timeline
 from experiments.blocks import add_blocks, next_block, schedule_new_arms
-from experiments.conductor.accounting import record_attempt_gpu_hours
+from experiments.conductor.accounting import record_attempt_gpu_hours, record_slurm_timeouts
 from experiments.conductor.analyse import analyse, history_step, rewrite_report, show
 from experiments.conductor.backends import make_backend
 from experiments.conductor.chain import chain_collect
@@ -103,6 +103,7 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
         while gate_rounds < MAX_GATE_ROUNDS:
             collect_all(sw)
             record_attempt_gpu_hours(sw)  # Slurm: what sacct accounted, for the report beside the estimate
+            record_slurm_timeouts(sw)  # Slurm: the cluster's KillWait/SlurmdTimeout/GraceTime, for late stops
             sw.backend.disconnect()  # the analysis needs no connection; a gate's launch opens one again
             if not more_launches_possible(sw.m):
                 sw.backend.finish()  # a waiting validate process ends (its own exit) while this analysis runs
