@@ -25,7 +25,7 @@ _TOP = {"sweep_id": str, "name": str, "created": str, "mode": str, "model": str,
         "variants": list, "design": dict, "blocks": list}
 _KIND = {str: "a string", dict: "an object", list: "a list", int: "an integer"}
 # the design fields a reader computes with (experiments/plan.py design_doc; analysis/measure/paired.py reads them)
-_DESIGN = {"repeats": (int, str), "seed": int, "max_blocks": int, "practical_threshold": (int, float),
+_DESIGN: dict[str, type | tuple[type, ...]] = {"repeats": (int, str), "seed": int, "max_blocks": int, "practical_threshold": (int, float),
            "alpha": (int, float), "control": bool, "run_gpu_hours": dict}
 # what every planner-written manifest has: without them a sweep is not one (a manifest without ``variants`` would
 # show an empty table and claim a good sweep)
@@ -81,10 +81,11 @@ def check_shape(data: dict[str, Any], where: str) -> None:
         check_name(where, f"runs[{i}].variant", r.get("variant"))
         _typed(where, f"runs[{i}].repeat", r.get("repeat"), int)
     _check_config(data.get("config") or {}, where)
-    for key, tp in _DESIGN.items():
+    for key, kind in _DESIGN.items():
         value = (data.get("design") or {}).get(key)
-        if value is not None and not (isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))):
-            raise _bad(where, f"design.{key}", value, "of type " + (" or ".join(t.__name__ for t in tp) if isinstance(tp, tuple) else tp.__name__))
+        if value is not None and not (isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))):
+            names = " or ".join(t.__name__ for t in kind) if isinstance(kind, tuple) else kind.__name__
+            raise _bad(where, f"design.{key}", value, "of type " + names)
     for i, b in enumerate(data.get("blocks") or []):
         _typed(where, f"blocks[{i}]", b, dict)
         _typed(where, f"blocks[{i}].index", b.get("index"), int)
