@@ -6,6 +6,9 @@ another test stored and none writes into the user's ~/.cache; subprocesses inher
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,26 @@ def _own_template_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     folder = tmp_path_factory.mktemp("template-cache")
     monkeypatch.setenv(CACHE_ENV, str(folder))
     return folder
+
+
+# One local Slurm cluster for every xdist worker: its tests hold this lock while they run, so they never share its
+# nodes and queue (side by side, the random-kill test's twenty sweeps kept another test's jobs pending past its
+# 600 s wait). The xdist group below asks for the same, but pytest-xdist 3.8 was seen running slurm tests on both
+# workers at once, so the lock is what guarantees it.
+SLURM_TEST_LOCK = Path(os.environ.get("TMPDIR", "/tmp")) / "moe-sweep-slurm-tests.lock"
+
+
+@pytest.fixture(autouse=True)
+def _one_slurm_test_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("slurm") is None:
+        yield
+        return
+    with open(SLURM_TEST_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups (--dist loadgroup)
