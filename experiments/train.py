@@ -48,18 +48,9 @@ code  kind              when
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
 
 from experiments.payload.cli import main
 
 if __name__ == "__main__":
-    # Teardown ends once the last record is flushed: every record (effective_config.json, the log lines, the
-    # phase stamps) is written by now, so the interpreter's own shutdown (freeing CUDA memory, destroying NCCL
-    # communicators, joining library threads: seconds that held the GPU) is skipped.
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    logging.shutdown()
-    os._exit(code)
+    sys.exit(main())
