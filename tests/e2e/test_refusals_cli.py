@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import REPO, run_sweep, tail
-from tests.launchers.conftest import IN_CI
+from tests.e2e.cli import REPO, read_only_view, run_sweep, tail
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -152,20 +151,10 @@ def test_a_copied_profile_that_keeps_the_example_name_is_refused(tmp_path):
 def read_only_sweep(tmp_path: Path):
     """A planned sweep seen through a read-only bind mount (root only: mount(2) needs CAP_SYS_ADMIN; root ignores
     file modes, so a read-only file system is what makes the folder unwritable for it)."""
-    src, mnt = tmp_path / "rw", tmp_path / "ro"
+    src = tmp_path / "rw"
     sweep_id = _plan(src)
-    mnt.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(["mount", "--bind", str(src), str(mnt)]).returncode == 0
-    if mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)]).returncode != 0:
-        subprocess.run(["umount", str(mnt)], check=False)
-        mounted = False
-    if not mounted:
-        why = "a read-only bind mount needs root"
-        if IN_CI:  # CI runs as root: a failed mount there is a real failure
-            pytest.fail(why)
-        pytest.skip(why)
-    yield mnt, sweep_id
-    subprocess.run(["umount", str(mnt)], check=False)
+    with read_only_view(src, tmp_path / "ro") as mnt:
+        yield mnt, sweep_id
 
 
 @pytest.mark.slow
