@@ -204,3 +204,15 @@ def test_a_slurm_sweep_without_accounting_says_so_and_submits_nothing(tmp_path):
     assert "sacct does not answer (sacct: error: Slurm accounting storage is disabled)" in res.stderr, tail(res)
     attempts = [a for v in json.loads((out / "manifest.json").read_text())["variants"] for a in v["attempts"]]
     assert attempts and not any(a.get("job_id") for a in attempts)
+
+
+def test_an_unknown_sweep_id_lists_the_newest_sweeps_first_and_how_to_start_one(tmp_path):
+    ids = [f"20261206-0{h:02d}000Z-abcdef" for h in range(12)]
+    for i in ids:
+        (tmp_path / "nightly" / i).mkdir(parents=True)
+        (tmp_path / "nightly" / i / "manifest.json").write_text("{}")
+    res = run_sweep(["action=cancel", "sweep_id=20990101-000000Z-abcdef", f"results_root={tmp_path}"])
+    assert res.returncode == 2, tail(res)
+    newest = ", ".join(reversed(ids[2:]))
+    assert f"Known sweeps, newest first: {newest} (the newest 10 of 12)" in res.stderr, tail(res)
+    assert "action=plan sweep_id=20990101-000000Z-abcdef, then action=run" in res.stderr, tail(res)
