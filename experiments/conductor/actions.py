@@ -100,6 +100,7 @@ def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:
     m = Manifest.load(sd)
     history = {k: v for k, v in (cfg.get("history") or {}).items() if k in composed.given("history")}
     check_history({**(m.config.get("history") or {}), **history})
+    _check_history_password({**(m.config.get("history") or {}), **history}, sd)
     analysis = {**(m.config.get("analysis") or {}),
                 **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in composed.given("analysis")}}
     from experiments.conductor.drive import drive
@@ -194,6 +195,35 @@ def show_status(sd: SweepDir) -> int:
     when the scheduler cannot be asked (the table then shows the recorded states).
     """
     return _status(sd)[0]
+
+
+def _check_history_password(hist: dict[str, Any], sd: SweepDir) -> None:
+    """A history URL whose password the manifest holds as ``***`` needs ``PGPASSWORD`` or ``~/.pgpass`` here (or
+    the URL with its password on this command line): checked before a resume or collect waits for any job, so that
+    the history step cannot fail after the report is written. With ``history.notify`` the refusal is alerted too:
+    a chained collect job that stops here is otherwise seen by nobody.
+
+    Raises:
+        ConfigError: names the URL (masked) and the three ways to give the password.
+    """
+    if not hist.get("enabled") or not hist.get("url"):
+        return
+    from analysis.history import HistoryError, Outlets, alert_not_recorded, password_from_env
+
+    try:
+        password_from_env(str(hist["url"]))
+    except HistoryError as e:
+        said = f"{e}; nothing was collected or recorded"
+        if hist.get("notify"):
+            lines: list[str] = []
+            try:
+                alert_not_recorded(Outlets.from_mapping(dict(hist)), f"sweep {sd.root.name}", "",
+                                   int(ExitCode.USAGE), said, lines)
+            except ValueError as bad:  # the outlet's own settings: said beside the refusal
+                lines.append(f"warning: no alert sent: {bad}")
+            for line in lines:
+                print(f"history: {line}", file=sys.stderr)
+        raise ConfigError(said) from e
 
 
 def _status(sd: SweepDir) -> tuple[int, list[RunView]]:
