@@ -131,7 +131,11 @@ def check_git(settings: Any, executor: str, dirty: bool | None) -> str | None:
 
 
 def check_all(settings: Any, cfg: dict[str, Any]) -> None:
-    """Every check above that needs only the composed config (the cluster profile is checked by ClusterConfig)."""
+    """Every check above that needs only the composed config, the typed cluster profile (ClusterConfig) first.
+
+    Raises:
+        ConfigError: the first bad value, named with the valid ones.
+    """
     if not isinstance(cfg.get("profile", False), bool):
         raise ConfigError(f"profile={cfg.get('profile')!r} must be true or false")
     check_usage(settings)
@@ -139,8 +143,10 @@ def check_all(settings: Any, cfg: dict[str, Any]) -> None:
     check_payload(cfg)
     check_history(dict(cfg.get("history") or {}))
     from experiments.conductor.fabric import FabricSettings
+    from experiments.config import cluster_from_cfg
 
-    FabricSettings.from_config(cfg, dict(cfg.get("cluster") or {}))  # fabric_probe and fabric.*
+    cluster = cluster_from_cfg(cfg)  # typed first: the checks below read its fields
+    FabricSettings.from_config(cfg, {"nodes": cluster.nodes, "executor": cluster.executor})  # fabric_probe, fabric.*
 
 
 # analysis/measure/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default

@@ -18,12 +18,12 @@ from typing import Any, Protocol
 from contracts.atomic import write_json
 from contracts.cluster import ClusterConfig
 from contracts.jobs import JobHandle, JobState
-from contracts.procfs import process_start
+from contracts.procfs import children, process_start
 from contracts.records import RunRef
 from contracts.statuses import ManifestStatus
 from contracts.sweepdir import SweepDir
 from launchers import adopted
-from launchers.exitwatch import ExitWatch, children
+from launchers.exitwatch import ExitWatch
 from launchers.procenv import environ
 from launchers.spec import RunSpec
 from launchers.validate_batch import ValidateBatch

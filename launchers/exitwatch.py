@@ -1,7 +1,7 @@
 """Wake the conductor the moment a local job's process exits, instead of at its next poll.
 
 NeMo-Run's ``LocalExecutor`` starts a job as a child process of the conductor (torchx's local scheduler calls
-``subprocess.Popen`` in this process). :func:`children` lists this process's children before and after a launch;
+``subprocess.Popen`` in this process). :func:`contracts.procfs.children` lists this process's children before and after a launch;
 the new ones are the job's. :class:`ExitWatch` holds a Linux pidfd (``os.pidfd_open``, Linux >= 5.3) for each and
 :meth:`ExitWatch.wait` sleeps in ``select`` until one becomes readable (the process exited; it need not be reaped)
 or the timeout passes. A fixed poll interval added up to ``poll_s`` (2 s by default) to every local run's wall;
@@ -16,24 +16,6 @@ from __future__ import annotations
 import os
 import select
 import time
-from pathlib import Path
-
-
-def children(pid: int | None = None) -> set[int]:
-    """PIDs of the live children of ``pid`` (default this process), from every thread's
-    ``/proc/<pid>/task/<tid>/children`` (Linux >= 3.5); an empty set where /proc has no such file."""
-    root = Path(f"/proc/{pid or os.getpid()}/task")
-    out: set[int] = set()
-    try:
-        tasks = list(root.iterdir())
-    except OSError:
-        return out
-    for task in tasks:
-        try:
-            out.update(int(p) for p in (task / "children").read_text().split())
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 class ExitWatch:

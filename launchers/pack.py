@@ -65,6 +65,15 @@ class PackedRun:
         return self.run_dir / "out"
 
 
+RUNS = "runs"  # <allocation folder>/runs/<run>/: each packed run's own folder (log, exit_code, out/)
+
+
+def allocation_folder(run_dir: str | Path) -> Path:
+    """The allocation's task folder (its ``code/`` and code archive, shared by all its runs) of a packed run's
+    folder ``<allocation folder>/runs/<run>`` (:attr:`PackedRun.run_dir`)."""
+    return Path(run_dir).parent.parent
+
+
 def pack_name(label: str) -> str:
     """Task / Slurm job name of a packed allocation: ``pack-<label>``."""
     return f"pack-{label}"
@@ -134,12 +143,12 @@ def pack_batch(run: Any, request: BatchRequest, *, home: Path,
     lines: list[str] = []
     extra_env: dict[str, str] = {}
     for i, item in enumerate(items, 1):
-        packed = PackedRun(name=item.name, item=item, run_dir=local_dir / "runs" / item.name,
-                           host_run_dir=f"{host_dir}/runs/{item.name}")
-        argv, shipped, item_env = item_command(item, python, f"{job_root}/code", f"{job_root}/runs/{item.name}/out")
+        packed = PackedRun(name=item.name, item=item, run_dir=local_dir / RUNS / item.name,
+                           host_run_dir=f"{host_dir}/{RUNS}/{item.name}")
+        argv, shipped, item_env = item_command(item, python, f"{job_root}/code", f"{job_root}/{RUNS}/{item.name}/out")
         files += shipped
         extra_env.update(item_env)
-        lines += _step_lines(i, len(items), packed, f"{host_dir}/runs/{item.name}", argv, flags,
+        lines += _step_lines(i, len(items), packed, packed.host_run_dir, argv, flags,
                              format_time_limit(budget_s))
         runs.append(packed)
     summary = ("rc=0; for n in " + " ".join(shlex.quote(n) for n in names) + "; do "

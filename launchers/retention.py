@@ -4,7 +4,10 @@ Each Slurm job gets the commit's code as ``<job folder>/<name>.tar.gz``, unpacke
 it (without ``tests/`` and ``docs/``, :data:`launchers.archive.NOT_SHIPPED`), under ``<sweep>/nemo_run/``: about
 3 MB a run, kept with the sweep so that a finished run can be looked at with the code it ran. The manifest records
 each attempt's commit (``git_sha``), so the copies of finished jobs can go: this command removes them, and keeps
-those of jobs still queued or running (their job reads them). Logs, outputs and the manifest are never touched.
+those of jobs still queued or running (their job reads them). With ``pack=true`` the runs of one allocation share
+its copy (each run's step starts in it, :mod:`launchers.pack`): it goes only once every run of the allocation has
+ended. Logs, outputs and the manifest are never touched. It may run while the sweep runs: it reads the manifest
+as the conductor last wrote it, so a job the conductor has not yet seen end counts as live.
 
 Exit codes (CONTRACTS §5): 0 done (also when nothing was left to remove), 2 not a sweep folder.
 """
@@ -19,6 +22,7 @@ from pathlib import Path
 from contracts.errors import ContractError
 from contracts.manifest import Manifest
 from contracts.sweepdir import SweepDir
+from launchers.pack import allocation_folder
 
 
 def code_copies(job_dir: Path) -> list[Path]:
@@ -27,7 +31,8 @@ def code_copies(job_dir: Path) -> list[Path]:
 
 
 def prune(sweep: Path) -> tuple[int, int, list[str]]:
-    """Remove the code copies of every job of ``sweep`` whose attempts have all ended.
+    """Remove the code copies of every job of ``sweep`` whose attempts have all ended (a packed allocation's: all of
+    its runs).
 
     Returns (copies removed, bytes freed, the job folders kept because a job there is still live).
 
@@ -43,6 +48,8 @@ def prune(sweep: Path) -> tuple[int, int, list[str]]:
             if not a.get("job_dir"):
                 continue
             folder = Path(str(a.get("job_dir"))).resolve()
+            if a.get("pack_step"):  # a packed run's own folder: the code is its allocation's, shared
+                folder = allocation_folder(folder)
             if not folder.is_relative_to(root):  # only this sweep's own job folders
                 continue
             (ended if a.status.final else live).add(folder)

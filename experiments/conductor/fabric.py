@@ -13,7 +13,9 @@ one pair cannot say which node is slow, so the probe spans at least three (defau
 What the probe measured, and the verdict, are recorded in the manifest (``fabric``: ``nodes``, ``pairs`` with
 ``bandwidth_gbps`` (GB/s) and ``latency_us`` (µs) per pair, ``slow`` with the reason per node, ``excluded``), and the
 probe's own file and log stay in ``<sweep>/fabric/``. A resume finds the record and probes no more; its jobs keep
-the exclusion (:func:`excluded_nodes`).
+the exclusion (:func:`excluded_nodes`). A resume of a sweep that ``fabric.action=fail`` stopped probes again
+(its nodes may have been drained or recovered since): the stopping verdict alone would otherwise let the resume run
+the arms on the slow nodes. The earlier records stay in the new one (``earlier``, oldest first).
 """
 
 from __future__ import annotations
@@ -117,6 +119,12 @@ def slow_nodes(pairs: list[dict[str, Any]], factor: float) -> dict[str, str]:
     return out
 
 
+def stopped_the_sweep(record: dict[str, Any]) -> bool:
+    """True when the recorded verdict stopped the sweep (slow nodes with ``fabric.action=fail``): a resume probes
+    again rather than run the arms on them."""
+    return record.get("action") == "fail" and bool(record.get("slow"))
+
+
 def excluded_nodes(m: Manifest) -> list[str]:
     """The nodes the sweep's fabric gate excluded (none when it has not run or excluded nothing)."""
     return list((m.extra.get(RECORD) or {}).get("excluded") or [])
@@ -124,15 +132,16 @@ def excluded_nodes(m: Manifest) -> list[str]:
 
 def fabric_gate(sw: Any) -> None:
     """Run the gate for the sweep ``sw`` (a tracking.Sweep) once: nothing when ``fabric_probe`` is off; when the
-    manifest already records the probe (a resume), only its exclusion is applied again. Prints what it measured and
-    decided.
+    manifest already records the probe (a resume), only its exclusion is applied again, unless that verdict stopped
+    the sweep (:func:`stopped_the_sweep`): then the probe runs again. Prints what it measured and decided.
 
     Raises:
         FabricGateFailed: the probe job did not write its figures, or slow nodes with ``fabric.action=fail``.
         ConfigError: bad ``fabric`` settings.
     """
     m = sw.m
-    if m.extra.get(RECORD):  # probed before this resume: its jobs keep off the nodes it excluded
+    before = m.extra.get(RECORD)
+    if before and not stopped_the_sweep(before):  # probed before this resume: its jobs keep off what it excluded
         if excluded_nodes(m):
             sw.backend.exclude_nodes(excluded_nodes(m))
         return
@@ -140,6 +149,8 @@ def fabric_gate(sw: Any) -> None:
     if not fs.probe:
         return
     out = (sw.sd.root / FOLDER).resolve()
+    if before and (out / PROBE_FILE).exists():  # the stopping probe's figures stay, named by its job
+        (out / PROBE_FILE).replace(out / f"fabric_probe.{before.get('job_id')}.json")
     ref = RunRef("fabric", 0, 1)
     argv = (sys.executable, "-m", "experiments.fabric_probe", str(out), "--bytes-per-peer", str(fs.bytes_per_peer),
             "--iters", str(fs.iters))
@@ -166,6 +177,8 @@ def fabric_gate(sw: Any) -> None:
     record = {"job_id": h.job_id, "nodes": list(doc.get("nodes") or []), "pairs": pairs,
               "slow_factor": fs.slow_factor, "action": fs.action, "slow": slow,
               "excluded": sorted(slow) if fs.action == "exclude" else []}
+    if before:  # the verdict that stopped the sweep before this resume, kept
+        record["earlier"] = [*(before.get("earlier") or []), {k: v for k, v in before.items() if k != "earlier"}]
     sw.writer.change(lambda mm: mm.extra.__setitem__(RECORD, record))
     for p in pairs:
         print(f"fabric probe: {p['nodes'][0]}-{p['nodes'][1]}: {p['bandwidth_gbps']:.3f} GB/s, "
@@ -178,7 +191,8 @@ def fabric_gate(sw: Any) -> None:
         print(f"fabric probe: node {n} is {why}", file=sys.stderr)
     if fs.action == "fail":
         raise FabricGateFailed(f"slow node(s) {', '.join(slow)} (fabric.action=fail): no arm was run. Drain them, "
-                               f"or keep them out with fabric.action=exclude or cluster.exclude={','.join(slow)}")
+                               f"or keep them out with fabric.action=exclude or cluster.exclude={','.join(slow)}; "
+                               f"a resume (action=run sweep_id={m.sweep_id}) probes again")
     sw.backend.exclude_nodes(sorted(slow))
     print(f"fabric probe: every job of this sweep excludes {', '.join(sorted(slow))} (sbatch --exclude)",
           file=sys.stderr)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from contracts import procfs
 from experiments.payload.runtime_info import rank, say
@@ -35,11 +34,8 @@ def process_start(pid: int | str = "self") -> float | None:
 
 
 def _parent_is_torchrun() -> bool:
-    try:
-        cmd = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return False
-    return b"torchrun" in cmd or b"torch.distributed.run" in cmd
+    cmd = " ".join(procfs.cmdline(os.getppid()) or ())
+    return "torchrun" in cmd or "torch.distributed.run" in cmd
 
 
 def stamp(name: str, at: float | None = None) -> None:

@@ -102,14 +102,16 @@ def _arm_nodes(out: Path) -> dict[str, list[str]]:
     return got
 
 
-def test_a_throttled_node_is_named_and_every_arm_excludes_it(tmp_path):
-    out = tmp_path / "s"
-    p = spawn_sweep([*BASE, f"output_dir={out}"])
+def _throttled_sweep(args: list[str]) -> tuple[int, str, str]:
+    """Run the sweep CLI with ``args`` and throttle the probe's last node (:func:`_throttle`) once its probe runs.
+    Returns the exit code, the sweep's stderr and the throttled node."""
+    out = Path(next(a for a in args if a.startswith("output_dir=")).split("=", 1)[1])
+    p = spawn_sweep(args)
     done = threading.Event()
+    chosen: list[str] = []
     try:
         job, nodes = _probe_job(out)
         assert len(nodes) == 3, nodes
-        chosen: list[str] = []
         t = threading.Thread(target=_throttle, args=(job, 3 * GPUS_PER_NODE, done, chosen), daemon=True)
         t.start()
         rc = p.wait(timeout=900)
@@ -118,8 +120,21 @@ def test_a_throttled_node_is_named_and_every_arm_excludes_it(tmp_path):
         if p.poll() is None:
             p.kill()
     _, err = p.communicate()
-    assert rc == 0, err[-3000:]
     (victim,) = chosen
+    return rc, err, victim
+
+
+def _sweep_jobs(out: Path, since: str) -> dict[str, str]:
+    """Job id -> name of every Slurm job submitted since ``since`` (sacct's -S) from the sweep folder ``out``."""
+    rows = subprocess.run(["sacct", "-X", "-n", "-P", "-S", since, "-o", "JobID,JobName,SubmitLine"],
+                          capture_output=True, text=True, check=True).stdout
+    return {job: name for job, name, line in (r.split("|", 2) for r in rows.splitlines()) if str(out) in line}
+
+
+def test_a_throttled_node_is_named_and_every_arm_excludes_it(tmp_path):
+    out = tmp_path / "s"
+    rc, err, victim = _throttled_sweep([*BASE, f"output_dir={out}"])
+    assert rc == 0, err[-3000:]
     assert f"fabric probe: node {victim} is slower than the rest by more than 5x" in err, err[-3000:]
     assert f"excludes {victim} (sbatch --exclude)" in err, err[-3000:]
     fabric = json.loads((out / "manifest.json").read_text())["fabric"]
@@ -130,6 +145,24 @@ def test_a_throttled_node_is_named_and_every_arm_excludes_it(tmp_path):
     assert arms and all(len(n) == 2 and victim not in n for n in arms.values()), (victim, arms)
     scripts = list(out.glob("variants/*/attempt-1/job.sh"))
     assert len(scripts) == 2 and all(f"--exclude={victim}" in f.read_text() for f in scripts), scripts
+
+
+def test_with_action_fail_a_throttled_node_stops_the_sweep_before_any_arm_is_submitted(tmp_path):
+    """``fabric.action=fail``: the sweep exits 5 (CONTRACTS §1 ``fabric_probe``) naming the node, the manifest
+    records the verdict, and the scheduler never saw an arm: the probe is the sweep's only job."""
+    out = tmp_path / "s"
+    since = time.strftime("%Y-%m-%dT%H:%M:%S")
+    rc, err, victim = _throttled_sweep([*BASE, "fabric.action=fail", f"output_dir={out}"])
+    assert rc == 5, err[-3000:]
+    assert f"fabric probe: node {victim} is slower than the rest by more than 5x" in err, err[-3000:]
+    assert f"error: fabric gate: slow node(s) {victim} (fabric.action=fail): no arm was run" in err, err[-3000:]
+    m = json.loads((out / "manifest.json").read_text())
+    fabric = m["fabric"]
+    assert list(fabric["slow"]) == [victim] and fabric["excluded"] == [] and fabric["action"] == "fail", fabric
+    assert m["variants"] and not any(a.get("job_id") for v in m["variants"] for a in v["attempts"]), m["variants"]
+    assert sorted(_sweep_jobs(out, since).values()) == ["moe.fabric_probe"], _sweep_jobs(out, since)
+    assert not list(out.glob("variants/*/attempt-*/job.sh"))
+
 
 def test_without_a_throttle_the_probe_passes_and_nothing_is_excluded(tmp_path):
     out = tmp_path / "s"

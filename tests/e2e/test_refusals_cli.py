@@ -85,6 +85,32 @@ def test_values_the_job_could_not_use_are_refused_at_plan(tmp_path, override, na
     assert not out.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "named"), [
+    # a section of keys replaced by one value, null included: every later stage reads it key by key
+    ("payload=null", "payload=null: payload is a section of keys (train_iters"),
+    ("payload=7", "payload=7: payload is a section of keys"),
+    ("analysis=7", "analysis=7: analysis is a section of keys (warmup_iters"),
+    ("history=abc", "history='abc': history is a section of keys"),
+    ("fabric=null", "fabric=null: fabric is a section of keys"),
+    ("cluster.env_vars=7", "cluster.env_vars=7 must be a mapping"),
+    ("cluster.tunnel=ssh", "cluster.tunnel='ssh' must be a mapping"),
+    ("sweep.stages=null", "sweep.stages=None must be a non-empty list of stages"),
+    ("sweep.stages.0.overlap=7", "sweep.stages[alltoall_overlap].overlap=7 must be a list"),
+    ("precision.settings=7", "precision.settings=7 must be a mapping"),
+    # a field of the cluster profile read by an earlier check than the profile's own typing
+    ("cluster.nodes=two", "cluster.nodes='two' has the wrong type: expected int"),
+])
+def test_a_value_of_the_wrong_shape_is_refused_without_a_traceback(tmp_path, override, named):
+    out = tmp_path / "s"
+    res = run_sweep(["action=plan", "cluster=local_slurm", f"output_dir={out}", override])
+    assert res.returncode == 2 and "Traceback" not in res.stderr, tail(res)
+    assert named in res.stderr, tail(res)
+    assert res.stderr.rstrip().endswith("exit code 2: usage or config error; nothing was written or submitted"), \
+        tail(res)
+    assert not out.exists()
+
+
 def _copy_code(dest: Path) -> Path:
     """The project's code and conf/ copied to ``dest`` (no .git), for a command that must see its own files."""
     for part in ("experiments", "contracts", "launchers", "analysis", "conf"):

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from launchers.exitwatch import ExitWatch, children
+from contracts.procfs import children
+from launchers.exitwatch import ExitWatch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfd and /proc children are Linux")
 
