@@ -101,6 +101,18 @@ def test_the_readme_stays_short_and_shows_its_commands():
         assert c in cmds, c
 
 
+def test_the_readme_first_screen_holds_what_a_new_user_needs():
+    """The first 50 lines: the answer (plot and table), that without a GPU the main job validates only and where a
+    real report is, the prerequisites, ``.venv`` activation and the five steps of a first run on one's cluster."""
+    first = "\n".join(README.read_text().splitlines()[:50])
+    for needed in ("docs/img/h200_ab_bench_speedup.png", "| ag.ovl0.dw0 | a2a.ovl0.dw0 | 1.006 [1.003, 1.009] |",
+                   "Without a GPU the main job validates only", "tests/e2e/fixtures/h200_blocks/ab_bench",
+                   "Python 3.12", "GB of disk", "needs root", "source .venv/bin/activate", "bash scripts/sweep.sh",
+                   "conf/cluster/my_site.yaml", "action=plan cluster=my_site", "report/report.md"):
+        assert needed in first, needed
+    assert re.findall(r"(?m)^(\d)\. ", first) == ["1", "2", "3", "4", "5"]
+
+
 def test_the_extractor_picks_up_a_new_command_and_leaves_names_and_prose():
     text = ("Run `nvidia-smi -L` first; `sbatch` is a program, `cluster=my_site cluster.nodes=4` overrides and "
             "`exit code 0: done` a message.\n```bash\nMOE_X=1 bash scripts/new.sh --flag   # a comment\n```\n"
