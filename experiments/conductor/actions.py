@@ -160,9 +160,12 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False,
         return found[-1][1]
     hits = sorted(root.glob(f"*/{settings.sweep_id}/manifest.json"))
     if not hits:
-        known = sorted(p.parent.name for p in root.glob("*/*/manifest.json"))[-10:]
+        known = sorted((p.parent.name for p in root.glob("*/*/manifest.json")), reverse=True)
+        shown = ", ".join(known[:10]) + (f" (the newest 10 of {len(known)})" if len(known) > 10 else "")
         raise ConfigError(f"sweep_id={settings.sweep_id} not found under {root}/*/ (a sweep in a custom folder is "
-                          f"found with output_dir=<its folder>). Known sweeps: {', '.join(known) or 'none'}")
+                          f"found with output_dir=<its folder>; to start a new sweep under this id: action=plan "
+                          f"sweep_id={settings.sweep_id}, then action=run sweep_id={settings.sweep_id}). Known "
+                          f"sweeps, newest first: {shown or 'none'}")
     return hits[0].parent
 
 

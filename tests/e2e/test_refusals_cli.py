@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import REPO, run_sweep, tail
-from tests.launchers.conftest import IN_CI
+from tests.e2e.cli import REPO, read_only_view, run_sweep, tail
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -152,20 +151,10 @@ def test_a_copied_profile_that_keeps_the_example_name_is_refused(tmp_path):
 def read_only_sweep(tmp_path: Path):
     """A planned sweep seen through a read-only bind mount (root only: mount(2) needs CAP_SYS_ADMIN; root ignores
     file modes, so a read-only file system is what makes the folder unwritable for it)."""
-    src, mnt = tmp_path / "rw", tmp_path / "ro"
+    src = tmp_path / "rw"
     sweep_id = _plan(src)
-    mnt.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(["mount", "--bind", str(src), str(mnt)]).returncode == 0
-    if mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)]).returncode != 0:
-        subprocess.run(["umount", str(mnt)], check=False)
-        mounted = False
-    if not mounted:
-        why = "a read-only bind mount needs root"
-        if IN_CI:  # CI runs as root: a failed mount there is a real failure
-            pytest.fail(why)
-        pytest.skip(why)
-    yield mnt, sweep_id
-    subprocess.run(["umount", str(mnt)], check=False)
+    with read_only_view(src, tmp_path / "ro") as mnt:
+        yield mnt, sweep_id
 
 
 @pytest.mark.slow
@@ -215,3 +204,15 @@ def test_a_slurm_sweep_without_accounting_says_so_and_submits_nothing(tmp_path):
     assert "sacct does not answer (sacct: error: Slurm accounting storage is disabled)" in res.stderr, tail(res)
     attempts = [a for v in json.loads((out / "manifest.json").read_text())["variants"] for a in v["attempts"]]
     assert attempts and not any(a.get("job_id") for a in attempts)
+
+
+def test_an_unknown_sweep_id_lists_the_newest_sweeps_first_and_how_to_start_one(tmp_path):
+    ids = [f"20261206-0{h:02d}000Z-abcdef" for h in range(12)]
+    for i in ids:
+        (tmp_path / "nightly" / i).mkdir(parents=True)
+        (tmp_path / "nightly" / i / "manifest.json").write_text("{}")
+    res = run_sweep(["action=cancel", "sweep_id=20990101-000000Z-abcdef", f"results_root={tmp_path}"])
+    assert res.returncode == 2, tail(res)
+    newest = ", ".join(reversed(ids[2:]))
+    assert f"Known sweeps, newest first: {newest} (the newest 10 of 12)" in res.stderr, tail(res)
+    assert "action=plan sweep_id=20990101-000000Z-abcdef, then action=run" in res.stderr, tail(res)
