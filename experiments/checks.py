@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,16 +116,20 @@ def check_sweep_writable(folder: Path, action: str) -> None:
                           "where the folder can be written; action=status only reads")
 
 
-def check_git(settings: Any, executor: str, dirty: bool | None) -> str | None:
-    """A dirty git tree (uncommitted changes to tracked files) is refused before a Slurm sweep is written, unless
-    ``allow_dirty=true`` (the jobs ship a git archive of the commit). For ``action=plan`` it is a warning.
+def check_git(settings: Any, executor: str, changed: Sequence[str] | None) -> str | None:
+    """A dirty git tree (``changed``: the tracked files with uncommitted changes, :func:`experiments.plan.git_state`)
+    is refused before a Slurm sweep is written, unless ``allow_dirty=true`` (the jobs ship a git archive of the
+    commit). For ``action=plan`` it is a warning. Either names up to 5 of the files, then how many more.
 
     Returns the warning text, or None. Raises ConfigError for a run that would be refused at submit time.
     """
-    if executor != "slurm" or not dirty or settings.allow_dirty:
+    if executor != "slurm" or not changed or settings.allow_dirty:
         return None
-    text = ("the git tree has uncommitted changes to tracked files; the jobs ship a git archive of the commit. "
-            "Commit them, or pass allow_dirty=true to ship the working tree as it is")
+    from launchers.packaging import name_changed
+
+    text = (f"the git tree has uncommitted changes to tracked files ({name_changed(changed)}); the jobs ship a git "
+            "archive of the commit. Commit them (or restore them: git checkout -- <file>), or pass allow_dirty=true "
+            "to ship the working tree as it is")
     if settings.effective_action == "plan":
         return f"submitting this plan will be refused: {text}"
     raise ConfigError(text)

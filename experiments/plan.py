@@ -114,18 +114,18 @@ def new_sweep_id(now: dt.datetime | None = None) -> str:
     return now.strftime("%Y%m%d-%H%M%SZ-") + secrets.token_hex(3)
 
 
-def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """(HEAD sha, dirty) of the project's own checkout (:func:`contracts.manifest_entries.code_revision`), or
-    (None, None) when it is not one (a device copy, a copy inside another repository)."""
+def git_state(root: Path = REPO_ROOT) -> tuple[str | None, tuple[str, ...] | None]:
+    """(HEAD sha, the tracked files with uncommitted changes) of the project's own checkout
+    (:func:`contracts.manifest_entries.code_revision`; :func:`launchers.packaging.changed_files`), or (None, None)
+    when it is not one (a device copy, a copy inside another repository)."""
     from contracts.manifest_entries import code_revision
+    from launchers.packaging import changed_files
 
     sha = code_revision()
     if sha is None:
         return None, None
     try:
-        st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                            capture_output=True, text=True, timeout=10, check=True).stdout
-        return sha, bool(st.strip())
+        return sha, changed_files(root)
     except (OSError, subprocess.SubprocessError):
         return None, None
 
@@ -208,9 +208,10 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
         design["noise_prior"] = prior.to_json()
     out = Path(settings.output_dir) if settings.output_dir else Path(settings.results_root) / exp.preset.name / sweep_id
     check_writable(out)
-    sha, dirty = git_state()
+    sha, changed = git_state()
+    dirty = None if changed is None else bool(changed)
     chained = cluster.executor == "slurm" and not cluster.remote and bool(settings.collect_job)
-    notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster),
+    notes = tuple(n for n in (check_git(settings, cluster.executor, changed), check_secret_env(cluster),
                               *check_unattended_history(cfg, detached=bool(settings.detach) and cluster.executor
                                                         == "slurm", chained=chained)) if n)
     conformance = plan_doc(cfg, exp.container.tests_dir)

@@ -21,8 +21,8 @@ Top-level keys: action=run|plan|status|collect|cancel  dry_run=false|true  sweep
   preflight=static|container|off  mode=train|validate  repeats=N|auto  pack=false|true  detach=false|true
   collect_job=true|false  allow_dirty=false|true  max_gpu_hours=N  hang_action=cancel|flag  control=false|true
   max_blocks=N  block_seed=N  practical_threshold=0.02
-Groups: model=tiny_moe|qwen3_30b_a3b|qwen3_235b_a22b|deepseek_v3  cluster=local|local_slurm|h100_slurm|b200_slurm|
-  gb200_slurm  container=<profile>  sweep=isolation|full|nightly
+Groups (one option per file of conf/<group>/):
+  {groups}
 Axes: dispatcher=alltoall,allgather,deepep,hybridep,ncclep  overlap=on,off  delay_wgrad=on,off
   Any model./cluster. field can be set (model.seq_length=8192) or swept (model.expert_model_parallel_size=8,16).
 """
@@ -34,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     (CONTRACTS §5) instead of exiting; ``python -m experiments.sweep`` exits with it through ``sys.exit``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in argv):
-        print(HELP)
+        from experiments.compose import group_options
+
+        print(HELP.replace("{groups}", "\n  ".join(f"{g}={'|'.join(group_options(g))}"
+                                                  for g in ("model", "cluster", "container", "sweep", "precision"))))
         return ExitCode.OK
     from contracts.errors import ContractError
     from experiments.conductor import signals

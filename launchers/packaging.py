@@ -50,22 +50,37 @@ def git_state(path: str | Path) -> GitState:
             f"{path} is not a git checkout with a commit: Slurm jobs get the code as a `git archive` of it. "
             "Clone the repository with git (or commit once), or use cluster=local, which runs in place."
         ) from exc
-    changed = tuple(
-        line[3:] for line in _git(root, "status", "--porcelain", "--untracked-files=no").splitlines() if line
-    )
+    changed = changed_files(root)
     return GitState(root=root, sha=sha, dirty=bool(changed), changed=changed)
+
+
+def changed_files(root: str | Path) -> tuple[str, ...]:
+    """The tracked files of the checkout at ``root`` with uncommitted changes (``git status --porcelain
+    --untracked-files=no``; a rename as ``old -> new``), relative to ``root``.
+
+    Raises:
+        subprocess.CalledProcessError: ``root`` is not a git checkout. FileNotFoundError: no git on PATH.
+    """
+    return tuple(line[3:] for line in _git(Path(root), "status", "--porcelain", "--untracked-files=no").splitlines()
+                 if line)
+
+
+def name_changed(changed: Sequence[str], most: int = 5) -> str:
+    """Up to ``most`` of the ``changed`` files, then ``and N more``: what a dirty-tree refusal names."""
+    shown = ", ".join(changed[:most])
+    return shown + (f" and {len(changed) - most} more" if len(changed) > most else "")
 
 
 def check_clean(state: GitState, allow_dirty: bool) -> None:
     """Refuse a dirty tree unless ``allow_dirty``.
 
     Raises:
-        LaunchConfigError: uncommitted changes to tracked files, listing up to 10 of them and both fixes.
+        LaunchConfigError: uncommitted changes to tracked files, naming up to 5 of them and both fixes.
     """
     if state.dirty and not allow_dirty:
-        shown = ", ".join(state.changed[:10]) + (" ..." if len(state.changed) > 10 else "")
         raise LaunchConfigError(
-            f"the git tree {state.root} has uncommitted changes ({shown}); jobs would not run what you see. "
+            f"the git tree {state.root} has uncommitted changes ({name_changed(state.changed)}); jobs would not "
+            "run what you see. "
             "Commit them, or pass allow_dirty=true to ship the working tree as it is (recorded in the manifest)."
         )
 

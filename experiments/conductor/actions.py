@@ -75,6 +75,7 @@ def run_action(action: str, composed: Any) -> Ended:
         kind = "sweep" if action == "run" else "sweep with a job submitted"
         print(f"sweep_id=latest is sweep {sd.root.name} ({sd.root}): the newest {kind} of {within}",
               file=sys.stderr)
+    check_plan_unchanged(composed, sd, action)
     if action != "status":
         check_sweep_writable(sd.root, action)
     if action == "status":
@@ -90,6 +91,89 @@ def run_action(action: str, composed: Any) -> Ended:
     with _lease(sd, "collect" if action == "collect" else "resume"):
         rc = _resume(sd, action, composed, settings)
     return after_run(sd, rc)
+
+
+# The top-level keys an action on an existing sweep reads from its own command line (CONTRACTS §1): which sweep
+# (sweep_id, output_dir, results_root), how the conductor behaves (detach, collect_job, poll_s, hang_*), the budget
+# of the next adaptive block (max_gpu_hours), and the history and analysis sections. Every other key is the plan's.
+COMMAND_KEYS = frozenset({"action", "dry_run", "sweep_id", "output_dir", "results_root", "detach", "collect_job",
+                          "poll_s", "hang_action", "hang_min_s", "max_gpu_hours", "history", "analysis"})
+SERIES_GROUPS = ("sweep", "model", "cluster")  # select the series of sweep_id=latest; must be the sweep's own
+_MISSING = object()
+
+
+def _at(cfg: Any, key: str) -> Any:
+    """The value at the dotted ``key`` of the mapping ``cfg``, or _MISSING."""
+    for part in key.split("."):
+        if not isinstance(cfg, dict) or part not in cfg:
+            return _MISSING
+        cfg = cfg[part]
+    return cfg
+
+
+def _planned(m: Manifest, key: str) -> Any:
+    """What the sweep ``m`` was planned with at the override key ``key`` (a group's chosen option by its name)."""
+    if key in SERIES_GROUPS:
+        return {"sweep": m.name, "model": m.model, "cluster": m.cluster}[key]
+    if key == "container":
+        return m.container.get("name", _MISSING)
+    got = _at(m.config, key)
+    if key in ("precision",) and isinstance(got, dict):
+        return got.get("name", _MISSING)
+    return got
+
+
+def check_plan_unchanged(composed: Any, sd: SweepDir, action: str) -> None:
+    """Refuse an override that a resume, ``collect``, ``cancel`` or ``status`` cannot apply: the manifest's plan is
+    what these actions run, so ``repeats=5``, ``model=...``, ``dispatcher=...``, ``payload.*``, ``cluster.*`` and
+    every other planned key would be ignored. Allowed: the keys of :data:`COMMAND_KEYS` (``history.*`` and
+    ``analysis.*`` included); ``sweep=``, ``model=`` and ``cluster=`` naming the sweep's own preset, model and
+    cluster (they select the series of ``sweep_id=latest``); and any other override whose value is the one the
+    sweep was planned with (the same text on the plan's command line, or the same composed value). Called before
+    anything is touched. A manifest that cannot be read is left to the action, which reports it.
+
+    Raises:
+        ConfigError: exit 2, naming each override, the value the sweep was planned with, and the fix.
+    """
+    try:
+        m = Manifest.load(sd)
+    except ContractError:
+        return
+    swept = {a.name for a in composed.extra_axes}
+    bad: list[str] = []
+    for key, text in zip(composed.keys, composed.overrides, strict=True):
+        if key.split(".", 1)[0] in COMMAND_KEYS or text.strip() in m.overrides:
+            continue
+        planned = _planned(m, key)
+        if key in composed.knobs or key in swept:  # an axis: only the plan's own text names the same variants
+            given: Any = text.strip().split("=", 1)[-1]
+        elif key in SERIES_GROUPS or key in ("container", "precision"):
+            given = (composed.base.get(key) or {}).get("name")
+        else:
+            given = _at(composed.base, key)
+            if key in ("mode", "preflight", "allow_dirty") and given == getattr(m, key):
+                continue  # the manifest records the resolved value (mode=null planned as validate)
+        if given == planned:
+            continue
+        if key in composed.knobs:  # an axis of the preset: its planned values are those of the plan's variants
+            shown = next((o for o in m.overrides if o.split("=", 1)[0] == key), f"the {m.name} preset's {key} axis")
+        else:
+            shown = "not set" if planned is _MISSING else f"{key}={_show(planned)}"
+        bad.append(f"{text.strip()} (planned: {shown})")
+    if bad:
+        planned_with = " ".join(o for o in m.overrides if o.split("=", 1)[0].lstrip("+~") not in
+                                ("action", "dry_run", "output_dir", "sweep_id")) or "the defaults"
+        raise ConfigError(
+            f"action={action} of sweep {m.sweep_id} cannot change what the sweep was planned with: "
+            f"{'; '.join(bad)}. It acts on the plan in {sd.manifest} (planned with: {planned_with}); on an "
+            f"existing sweep only history.*, analysis.*, {', '.join(sorted(COMMAND_KEYS - {'history', 'analysis'}))} "
+            f"and the sweep's own sweep=/model=/cluster= may be given. Plan a new sweep to change them (action=run "
+            f"or action=plan without sweep_id); nothing was touched")
+
+
+def _show(value: Any) -> str:
+    """``value`` as a command line writes it (null, true, 3, text)."""
+    return json.dumps(value) if isinstance(value, bool | None | dict | list) else str(value)
 
 
 def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:

@@ -1,13 +1,15 @@
 """Screenshots of the nightly trend page of a team database that holds two series (README "Nightly runs").
 
-    python scripts/chromium/trend_screenshots.py [--out docs/img] [--chromium PATH]
+    python scripts/chromium/trend_screenshots.py [--out FOLDER] [--chromium PATH]
 
 Records 14 synthetic nights (analysis/history/synthetic.py: the step-time noise measured on the H200, seeded) of
 two series into one SQLite history: ``nightly/qwen3_30b_a3b/h100_slurm/nemo_26_04``, whose last night slows the
 deepep overlap arm by 12% (a regression), and ``nightly/qwen3_235b_a22b/b200_slurm/nemo_26_04``, pure noise.
 Writes the trend page of every series (the first series' section first, as its nightly writes it) and takes one
 headless-Chromium screenshot of the whole page, both sections (scripts/chromium/install.sh),
-``trend_two_series.png``. Needs no GPU, cluster or network.
+``trend_two_series.png``, in ``results/img/`` by default: ``results/`` is git-ignored, so the checkout stays clean
+(a changed tracked file would make every later Slurm run refuse the dirty tree). A maintainer refreshes the README's
+image with ``--out docs/img`` and commits it. Needs no GPU, cluster or network.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--dis
          "--disable-component-update", "--disable-sync", "--hide-scrollbars")
 HEIGHT = 2600  # px: the summary and both series' sections at a width of WIDTH px
 WIDTH = 1600
+OUT = REPO / "results" / "img"  # git-ignored: running the script never dirties the checkout
 SERIES = (Series(preset="nightly", model="qwen3_30b_a3b", cluster="h100_slurm", container="nemo_26_04"),
           Series(preset="nightly", model="qwen3_235b_a22b", cluster="b200_slurm", container="nemo_26_04"))
 
@@ -53,7 +56,9 @@ def _shot(binary: str, page: str, out: Path, height: int, work: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=REPO / "docs" / "img")
+    p.add_argument("--out", type=Path, default=OUT,
+                   help="folder of trend_two_series.png (default: results/img, git-ignored; the README's image: "
+                        "docs/img)")
     p.add_argument("--chromium")
     args = p.parse_args(argv)
     binary = _chromium(args.chromium)

@@ -245,10 +245,15 @@ def run_payload(project: Path, tmp_path: Path, cmd: str) -> None:
 
 
 def run_screenshots(project: Path, tmp_path: Path, cmd: str) -> None:
+    """The screenshot lands where the README says, under the git-ignored ``results/``, never in the tracked
+    ``docs/img/`` (a changed tracked file would make every later Slurm run refuse the dirty tree)."""
     res = _run(project, cmd)
     assert res.returncode == 0, _tail(res)
-    png = (project / "docs" / "img" / "trend_two_series.png").read_bytes()
+    (said,) = re.findall(r"trend_screenshots\.py` writes it to `(results/[^`]*)`", " ".join(README.read_text().split()))
+    png = (project / said / "trend_two_series.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1600, 2600)
+    assert not (project / "docs").exists(), "the screenshot script wrote into the tracked docs/"
+    assert (project / ".gitignore").read_text().splitlines().count("/results/") == 1
 
 
 def run_sweep_sh(project: Path, tmp_path: Path, cmd: str) -> None:
@@ -421,7 +426,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for part in ("experiments", "contracts", "launchers", "analysis", "conf", "scripts",
                  "tests/e2e/fixtures/h200_blocks"):
         shutil.copytree(ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copyfile(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    for name in ("pyproject.toml", ".gitignore"):
+        shutil.copyfile(ROOT / name, dest / name)
     (cp,) = [c for c in readme_commands() if c.startswith("cp conf/cluster/")]
     subprocess.run(shlex.split(cp), cwd=dest, check=True)
     mine = dest / "conf" / "cluster" / "my_site.yaml"

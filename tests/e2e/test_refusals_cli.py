@@ -239,3 +239,80 @@ def test_latest_without_model_and_cluster_never_skips_another_series_uncollected
     res = run_sweep(["action=collect", "sweep_id=latest", "sweep=full", "model=tiny_moe", "cluster=local",
                      f"results_root={root}"])
     assert res.returncode == 0 and (folders[0] / "report" / "summary.json").exists(), tail(res)
+
+
+@pytest.mark.slow
+def test_an_action_on_an_existing_sweep_refuses_the_plan_keys_it_cannot_change(tmp_path):
+    """A resume, collect, cancel or status acts on the manifest's plan: a plan key on its command line (repeats,
+    the model, an axis, a payload/model/cluster field, the precision) that differs from the plan is refused with
+    exit 2, naming the override, what the sweep was planned with and the fix, before anything is touched. The
+    sweep's own preset, model and cluster (what selects ``sweep_id=latest``) and the command's own keys pass."""
+    root = tmp_path / "results"
+    res = run_sweep(["action=run", "cluster=local", f"results_root={root}", "payload.seed=7"])
+    assert res.returncode == 0, tail(res)
+    (folder,) = (root / "isolation").iterdir()
+    sid, before = folder.name, _digest(folder)
+    where = [f"sweep_id={sid}", f"results_root={root}"]
+    refused = {
+        "run": (["repeats=5", "cluster=local"], ["repeats=5 (planned: repeats=1)"]),
+        "collect": (["model=qwen3_30b_a3b"], ["model=qwen3_30b_a3b (planned: model=tiny_moe)"]),
+        "cancel": (["dispatcher=deepep", "payload.seed=9"], ["dispatcher=deepep", "payload.seed=9 (planned: "
+                                                             "payload.seed=7)"]),
+        "status": (["cluster=local_slurm", "model.seq_length=999", "precision=fp8_cs"],
+                   ["cluster=local_slurm (planned: cluster=local)", "model.seq_length=999",
+                    "precision=fp8_cs (planned: precision=bf16)"]),
+    }
+    for action, (extra, named) in refused.items():
+        res = run_sweep([f"action={action}", *where, *extra])
+        assert res.returncode == 2, (action, tail(res))
+        assert all(n in res.stderr for n in named), (action, tail(res))
+        assert "cannot change what the sweep was planned with" in res.stderr, (action, tail(res))
+        assert "Plan a new sweep to change them" in res.stderr and "payload.seed=7" in res.stderr, tail(res)
+        assert _digest(folder) == before, action
+    # the sweep's own series, the plan's own values and the command's keys are fine
+    for args in (["action=status", *where, "cluster=local", "model=tiny_moe", "sweep=isolation", "payload.seed=7"],
+                 ["action=status", "sweep_id=latest", f"results_root={root}", "sweep=isolation", "model=tiny_moe",
+                  "cluster=local"],
+                 ["action=run", *where, "poll_s=1", "hang_min_s=900", "analysis.bootstrap=500", "cluster=local"]):
+        res = run_sweep(args)
+        assert res.returncode == 0, (args, tail(res))
+        assert "cannot change" not in res.stderr, tail(res)
+
+
+def _checkout(dest: Path) -> Path:
+    """A git checkout of the project's code at ``dest`` (one commit), as a user's clone holds it."""
+    for part in ("experiments", "contracts", "launchers", "analysis", "conf"):
+        shutil.copytree(REPO / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(REPO / "pyproject.toml", dest / "pyproject.toml")
+    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "clone"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    return dest
+
+
+def test_a_dirty_tree_refusal_names_the_changed_files(tmp_path):
+    """A Slurm run from a tree with changed tracked files is refused (exit 2, nothing written) naming up to 5 of
+    them and how many more, so that a user sees which file to restore (a regenerated image, an edited profile);
+    ``action=plan`` records the same names in its warning. Untracked files never count."""
+    clone = _checkout(tmp_path / "clone")
+    changed = sorted(str(p.relative_to(clone)) for p in (clone / "conf" / "model").glob("*.yaml"))[:3] + \
+        sorted(str(p.relative_to(clone)) for p in (clone / "conf" / "sweep").glob("*.yaml"))[:3]
+    for rel in changed:
+        with open(clone / rel, "a") as f:
+            f.write("# edited\n")
+    (clone / "conf" / "notes.txt").write_text("untracked\n")
+    env = {**os.environ, "PYTHONPATH": str(clone)}
+    out = tmp_path / "s"
+    res = subprocess.run([sys.executable, "-m", "experiments.sweep", "cluster=local_slurm", f"output_dir={out}"],
+                         cwd=clone, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 2, tail(res)
+    assert "uncommitted changes to tracked files" in res.stderr and "allow_dirty=true" in res.stderr, tail(res)
+    assert all(rel in res.stderr for rel in changed[:5]) and "and 1 more" in res.stderr, tail(res)
+    assert changed[5] not in res.stderr and "notes.txt" not in res.stderr, tail(res)
+    assert not out.exists()
+    res = subprocess.run([sys.executable, "-m", "experiments.sweep", "action=plan", "cluster=local_slurm",
+                          f"output_dir={out}"], cwd=clone, env=env, capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert res.returncode == 0, tail(res)
+    (warning,) = [w for w in json.loads((out / "manifest.json").read_text())["warnings"] if "uncommitted" in w]
+    assert all(rel in warning for rel in changed[:5]) and "and 1 more" in warning, warning

@@ -47,8 +47,8 @@ def test_a_resume_never_rewrites_variant_json(tmp_path):
     assert main([*PLAN, f"output_dir={out}"]) == 0
     sid = json.loads((out / "manifest.json").read_text())["sweep_id"]
     before = _digest(out / "variants")
-    # a resume with a changed model value: the resume reads the planned files, it never plans again
-    main(["action=cancel", f"sweep_id={sid}", f"output_dir={out}", "model.seq_length=256"])
+    # an action with a changed model value is refused (the plan cannot change); it never plans again
+    assert main(["action=cancel", f"sweep_id={sid}", f"output_dir={out}", "model.seq_length=256"]) == 2
     assert _digest(out / "variants") == before
 
 
@@ -178,7 +178,7 @@ def test_misspelt_key_suggests_the_key_and_never_plus(capsys):
 def test_dirty_tree_is_refused_at_plan_time_for_a_slurm_run(tmp_path, capsys, monkeypatch):
     import experiments.plan as plan_mod
 
-    monkeypatch.setattr(plan_mod, "git_state", lambda: ("0" * 40, True))
+    monkeypatch.setattr(plan_mod, "git_state", lambda: ("0" * 40, ("conf/cluster/local_slurm.yaml",)))
     out = tmp_path / "s"
     assert main(["cluster=local_slurm", f"output_dir={out}"]) == 2
     assert "uncommitted changes" in capsys.readouterr().err and not out.exists()

@@ -11,7 +11,7 @@ from experiments.sweep import main
 
 def test_a_plan_of_a_dirty_tree_prints_the_warning_it_records(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "1000")  # a wide console: rich folds a long line on a narrow one
-    monkeypatch.setattr(plan_mod, "git_state", lambda *a: ("0123abc", True))  # uncommitted changes, as git says
+    monkeypatch.setattr(plan_mod, "git_state", lambda *a: ("0123abc", ("README.md",)))  # a changed file, as git says
     out = tmp_path / "s"
     assert main(["action=plan", "cluster=local_slurm", f"output_dir={out}"]) == 0
     printed = capsys.readouterr().out
