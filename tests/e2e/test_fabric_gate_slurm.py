@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from contracts.procfs import environ, pids
-from tests.e2e.cli import spawn_sweep
+from tests.e2e.cli import run_sweep, spawn_sweep
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.megatron, pytest.mark.usefixtures("slurm_cluster")]
 BASE = ["cluster=local_slurm", "cluster.nodes=2", "allow_dirty=true", "poll_s=1", "sweep=full",
@@ -173,3 +173,45 @@ def test_without_a_throttle_the_probe_passes_and_nothing_is_excluded(tmp_path):
     assert "fabric probe: passed (3 nodes, none slower than the rest by 5x)" in err, err[-3000:]
     fabric = json.loads((out / "manifest.json").read_text())["fabric"]
     assert fabric["slow"] == {} and fabric["excluded"] == [] and len(fabric["pairs"]) == 3, fabric
+
+
+def _sweep_id(out: Path) -> str:
+    return json.loads((out / "manifest.json").read_text())["sweep_id"]
+
+
+def _state(job: str) -> str:
+    return subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"], capture_output=True,
+                          text=True).stdout.strip().split(" ")[0]
+
+
+def test_cancel_during_the_probe_cancels_the_probe_job(tmp_path):
+    out = tmp_path / "s"
+    p = spawn_sweep([*BASE, f"output_dir={out}"])
+    try:
+        job, _ = _probe_job(out)
+        res = run_sweep(["action=cancel", f"sweep_id={_sweep_id(out)}", f"output_dir={out}"])
+        rc = p.wait(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    _, err = p.communicate()
+    assert res.returncode == 0 and rc == 130, (res.stderr[-2000:], err[-2000:])
+    said = err + res.stdout + res.stderr
+    assert f"(job {job}" in said and "fabric" in said, said[-3000:]
+    deadline = time.time() + 60
+    while _state(job) not in ("CANCELLED", "COMPLETED", "FAILED") and time.time() < deadline:
+        time.sleep(1)
+    assert _state(job) == "CANCELLED", _state(job)  # stopped, not left to run on three nodes for nobody
+
+
+def test_a_resume_after_a_kill_during_the_probe_follows_that_probe_job(tmp_path):
+    out = tmp_path / "s"
+    p = spawn_sweep([*BASE, f"output_dir={out}"])
+    job, _ = _probe_job(out)
+    p.kill()  # SIGKILL: the conductor leaves its probe job running
+    p.communicate()
+    res = run_sweep(["action=run", f"sweep_id={_sweep_id(out)}", f"output_dir={out}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"following job {job}, which a conductor before this one submitted" in res.stderr, res.stderr[-3000:]
+    assert json.loads((out / "manifest.json").read_text())["fabric"]["job_id"] == job  # one probe, never two
+    assert _state(job) == "COMPLETED"
