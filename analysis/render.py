@@ -64,6 +64,10 @@ def document(summary: Summary, images: dict[str, bytes]) -> list[Block]:
     said = meaning(code) if summary.ran else "no kept run ran (none was submitted, or every one was cancelled), so " \
         "there is nothing to judge"
     if summary.after and code != summary.analysis_exit_code:
+        # a later step decided the code: its meaning is that step's ("nothing was written" is not true here)
+        step = next((a for a in summary.after if a.exit_code == code), None)
+        if step is not None and summary.ran:
+            said = f"{meaning(code).split(';')[0]}, from the {step.step} step after the analysis, which wrote this report"
         said += f" (the analysis alone: exit code {summary.analysis_exit_code})"
     blocks.append(Block("p", f"Exit code {code}: {said}."))
     blocks.extend(Block("p", f"After the analysis, the {a.step} step (exit code {a.exit_code}): {a.text}")

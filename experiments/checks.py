@@ -131,7 +131,11 @@ def check_git(settings: Any, executor: str, dirty: bool | None) -> str | None:
 
 
 def check_all(settings: Any, cfg: dict[str, Any]) -> None:
-    """Every check above that needs only the composed config (the cluster profile is checked by ClusterConfig)."""
+    """Every check above that needs only the composed config, the typed cluster profile (ClusterConfig) first.
+
+    Raises:
+        ConfigError: the first bad value, named with the valid ones.
+    """
     if not isinstance(cfg.get("profile", False), bool):
         raise ConfigError(f"profile={cfg.get('profile')!r} must be true or false")
     check_usage(settings)
@@ -139,8 +143,10 @@ def check_all(settings: Any, cfg: dict[str, Any]) -> None:
     check_payload(cfg)
     check_history(dict(cfg.get("history") or {}))
     from experiments.conductor.fabric import FabricSettings
+    from experiments.config import cluster_from_cfg
 
-    FabricSettings.from_config(cfg, dict(cfg.get("cluster") or {}))  # fabric_probe and fabric.*
+    cluster = cluster_from_cfg(cfg)  # typed first: the checks below read its fields
+    FabricSettings.from_config(cfg, {"nodes": cluster.nodes, "executor": cluster.executor})  # fabric_probe, fabric.*
 
 
 # analysis/measure/stats.py: MIN_STEADY steady iterations at least, after max(3, ceil(10%)) of warm-up by default
@@ -180,6 +186,45 @@ def check_train_gpus(mode: str, executor: str, local_gpus: int) -> None:
         raise ConfigError("mode=train on cluster=local needs a GPU, and none is visible here (nvidia-smi lists none "
                           "within CUDA_VISIBLE_DEVICES). Use mode=validate (the library checks without a GPU), or a "
                           "GPU cluster such as cluster=h100_slurm")
+
+
+def check_unattended_history(cfg: dict[str, Any], *, detached: bool, chained: bool,
+                             environ: dict[str, str] | None = None) -> list[str]:
+    """Plan-time warnings for a history that another process will write (a detached sweep's chained collect job or
+    a later ``action=collect``), which sees neither this command line's secrets nor, unless it exports them, this
+    shell's: ``history.url`` naming a PostgreSQL user without a password while no password source is set here
+    (``PGPASSWORD``, ``PGPASSFILE``, ``~/.pgpass``); and, without the chained collect, a password or a webhook URL
+    that the sweep stores masked, which the later collect must be given again. Returns the warning texts (none
+    for a foreground sweep: this process records the night itself)."""
+    hist = cfg.get("history") or {}
+    if not detached or not hist.get("enabled"):
+        return []
+    env = os.environ if environ is None else environ
+    out = []
+    url = str(hist.get("url") or "")
+    if url.startswith("postgresql"):
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(url)
+            user, password = parts.username, parts.password
+        except ValueError:
+            user = password = None
+        passfile = Path(env.get("PGPASSFILE") or Path(env.get("HOME", "~")).expanduser() / ".pgpass")
+        if user and not password and not env.get("PGPASSWORD") and not passfile.is_file():
+            out.append(f"history.url names the PostgreSQL user {user!r} without a password, and neither PGPASSWORD "
+                       f"nor a password file ({passfile}) is set here: if the server asks for one, the collect "
+                       "cannot record the night (it then alerts through history.notify). Export PGPASSWORD in the "
+                       "shell (or cron line) that submits, or write ~/.pgpass")
+        if password and not chained:
+            out.append("history.url carries a password, which the sweep does not store: the later action=collect "
+                       "needs PGPASSWORD (or ~/.pgpass) in its shell, or the URL with its password again")
+    notify = str(hist.get("notify") or "")
+    if notify and not notify.startswith("env:") and not chained:
+        out.append("history.notify is a webhook URL, which the sweep stores masked (it is a secret): the later "
+                   "action=collect can alert only with history.notify given again on its own command line. Use "
+                   "history.notify=env:VARIABLE with the variable exported where the collect runs")
+    return out
 
 
 def check_secret_env(cluster: Any, environ: dict[str, str] | None = None) -> str | None:

@@ -233,6 +233,7 @@ def compose_overrides(overrides: list[str]) -> Composed:
                     _check_key(probe, key, adding)
         try:
             configs[tuple(sorted(combo.items()))] = cfg = _compose(choices, fixed_ov)
+            _check_sections(cfg, choices)
             _check_names(cfg, choices, {o.key_or_group for o in parsed})
         except ConfigError:
             # name the unknown key and the valid ones (a second composition, only on this error path: every
@@ -244,6 +245,25 @@ def compose_overrides(overrides: list[str]) -> Composed:
     axes = tuple(Axis(k, v) for k, v in extra.items())
     return Composed(configs=configs, knobs=knobs, extra_axes=axes, overrides=tuple(overrides),
                     keys=tuple(o.key_or_group for o in parsed))
+
+
+SECTIONS = ("model", "cluster", "sweep", "dispatcher", "overlap", "delay_wgrad", "precision", "fabric", "payload",
+            "analysis", "history")  # the top-level keys that hold a mapping of keys (CONTRACTS §1)
+
+
+def _check_sections(cfg: dict[str, Any], choices: dict[str, str]) -> None:
+    """Each of :data:`SECTIONS` is a mapping: ``payload=7`` or ``payload=null`` on the command line replaces the
+    whole section, which every later stage reads key by key.
+
+    Raises:
+        ConfigError: names the section, the value given and its keys (from a composition without the overrides).
+    """
+    for key in SECTIONS:
+        if key in cfg and not isinstance(cfg[key], dict):
+            keys = _compose(choices, []).get(key) or {}
+            shown = "null" if cfg[key] is None else repr(cfg[key])
+            raise ConfigError(f"{key}={shown}: {key} is a section of keys ({', '.join(keys)}), not a value; "
+                              f"set its keys one at a time, e.g. {key}.{next(iter(keys), 'KEY')}=...")
 
 
 def _check_names(cfg: dict[str, Any], choices: dict[str, str], given: set[str]) -> None:

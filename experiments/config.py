@@ -207,5 +207,22 @@ class SweepPreset:
 
 
 __all__ = ["ACTIONS", "CUDA_GRAPH_IMPL", "GPU_TYPES", "MODES", "PREFLIGHT", "ClusterConfig", "ConfigError",
+           "cluster_from_cfg",
            "ContainerProfile", "ModelConfig", "Stage", "SweepPreset", "TunnelConfig", "build", "one_of", "positive",
            "suggest"]
+
+
+def cluster_from_cfg(cfg: dict[str, Any]) -> ClusterConfig:
+    """The typed cluster profile of a composed config (``cfg["cluster"]``, CONTRACTS §9).
+
+    Raises:
+        ConfigError: a field of the wrong type or value, named with what it must be (``cluster.nodes='two'``).
+    """
+    raw = dict(cfg["cluster"])
+    for key in ("tunnel", "env_vars"):
+        if raw.get(key) is not None and not isinstance(raw[key], dict):
+            raise ConfigError(f"cluster.{key}={raw[key]!r} must be a mapping (or null); set its keys one at a time, "
+                              f"e.g. {'cluster.tunnel.kind=ssh' if key == 'tunnel' else '+cluster.env_vars.NAME=value'}")
+    raw["tunnel"] = build(TunnelConfig, dict(raw.get("tunnel") or {}), "cluster.tunnel")
+    raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
+    return build(ClusterConfig, raw, "cluster")

@@ -26,8 +26,8 @@ from experiments.config import (
     Precision,
     Stage,
     SweepPreset,
-    TunnelConfig,
     build,
+    cluster_from_cfg,
 )
 from experiments.payload.spec import arm_env
 from experiments.rules import RuleContext, evaluate, fitting_ep, min_world_size, parse_version
@@ -117,10 +117,19 @@ def load_preset(cfg: dict[str, Any]) -> SweepPreset:
     """Build the typed sweep preset from ``cfg['sweep']``."""
     raw = copy.deepcopy(cfg["sweep"])
     stages = []
-    for s in raw.pop("stages"):
+    given = raw.pop("stages", None)
+    if not isinstance(given, list) or not given or not all(isinstance(s, dict) for s in given):
+        raise ConfigError(f"sweep.stages={given!r} must be a non-empty list of stages, each a mapping "
+                          "(name, dispatcher, overlap, delay_wgrad, gate): see conf/sweep/isolation.yaml")
+    for s in given:
         s = dict(s)
         for k in ("overlap", "delay_wgrad"):
-            s[k] = [v if isinstance(v, bool) else {"on": True, "off": False}[str(v)] for v in s[k]]
+            vals = s.get(k)
+            if not isinstance(vals, list) or any(not isinstance(v, bool) and str(v) not in ("on", "off")
+                                                 for v in vals):
+                raise ConfigError(f"sweep.stages[{s.get('name')}].{k}={vals!r} must be a list of true/false "
+                                  "(or on/off)")
+            s[k] = [v if isinstance(v, bool) else {"on": True, "off": False}[str(v)] for v in vals]
         stages.append(build(Stage, s, f"sweep.stages[{s.get('name')}]"))
     raw["stages"] = stages
     return build(SweepPreset, raw, "sweep")
@@ -179,13 +188,6 @@ def _set_dotted(cfg: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = list(value) if isinstance(value, tuple) else value
 
 
-def _cluster(cfg: dict[str, Any]) -> ClusterConfig:
-    raw = dict(cfg["cluster"])
-    raw["tunnel"] = build(TunnelConfig, dict(raw.get("tunnel") or {}), "cluster.tunnel")
-    raw["env_vars"] = {str(k): str(v) for k, v in (raw.get("env_vars") or {}).items()}
-    return build(ClusterConfig, raw, "cluster")
-
-
 def _knob_values(preset: SweepPreset, knobs: dict[str, tuple[Any, ...] | None]) -> dict[str, tuple]:
     """Validate the command-line knob restrictions against the preset's stages."""
     sel: dict[str, tuple] = {}
@@ -231,7 +233,7 @@ def expand(composed: Composed, preflight: str = "static") -> Expansion:
             _set_dotted(cfg, a.key, axes[a.key])
         model = build(ModelConfig, dict(cfg["model"]), "model")
         precision = load_precision(cfg)
-        cluster = _cluster(cfg)
+        cluster = cluster_from_cfg(cfg)
         prof, cw = load_container(cfg, cluster, local_gpus)
         container = container or prof
         warnings.extend(w for w in cw if w not in warnings)
@@ -278,6 +280,9 @@ def load_precision(cfg: dict[str, Any]) -> Precision:
     """The typed precision group (``precision=bf16|fp8_cs|fp8_delayed|mxfp8|nvfp4``, conf/precision/); bf16 when the
     config has none. Raises ConfigError for an unknown value or key."""
     raw = dict(cfg.get("precision") or {"name": "bf16", "mixed_precision": "bf16_mixed", "published": "bf16"})
+    if not isinstance(raw.get("settings") or {}, dict):
+        raise ConfigError(f"precision.settings={raw['settings']!r} must be a mapping of Megatron-Core fields "
+                          "(e.g. fp8: hybrid), or null")
     raw["settings"] = dict(raw.get("settings") or {})
     return build(Precision, raw, "precision")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -69,8 +70,10 @@ class Backend(Protocol):
         allocation shared with others (``pack=true``: the whole allocation is cancelled)."""
         ...
 
-    def submit_collect(self, sweep_id: str, after: list[str]) -> JobHandle:
-        """Queue the sweep's collect behind the jobs ``after`` (only where :attr:`chains_collect`)."""
+    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None,
+                       overrides: tuple[str, ...] = ()) -> JobHandle:
+        """Queue the sweep's collect behind the jobs ``after`` (only where :attr:`chains_collect`); ``secrets``
+        (name -> value) reach the job through its environment only; ``overrides`` are added to its command."""
         ...
 
     def cancel_jobs(self, job_ids: list[str]) -> None:
@@ -330,7 +333,8 @@ class LocalBackend:
         for ref in refs:
             self.cancel(ref)
 
-    def submit_collect(self, sweep_id: str, after: list[str]) -> JobHandle:
+    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None,
+                       overrides: tuple[str, ...] = ()) -> JobHandle:
         """A local sweep runs in the foreground and queues no collect job (:attr:`chains_collect` is False).
 
         Raises:

@@ -9,12 +9,14 @@ its copy (each run's step starts in it, :mod:`launchers.pack`): it goes only onc
 ended. Logs, outputs and the manifest are never touched. It may run while the sweep runs: it reads the manifest
 as the conductor last wrote it, so a job the conductor has not yet seen end counts as live.
 
-Exit codes (CONTRACTS §5): 0 done (also when nothing was left to remove), 2 not a sweep folder.
+Exit codes (CONTRACTS §5): 0 done (also when nothing was left to remove), 2 not a sweep folder or not writable.
+A sweep folder moved or copied elsewhere is found by the part of each recorded job folder below ``nemo_run/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -30,36 +32,66 @@ def code_copies(job_dir: Path) -> list[Path]:
     return [p for p in (job_dir / "code", *sorted(job_dir.glob("*.tar.gz"))) if p.exists()]
 
 
-def prune(sweep: Path) -> tuple[int, int, list[str]]:
+HOME_NAMES = ("nemo_run", ".nemorun_home")  # the sweep's NeMo-Run home and its alias (launchers/home.py)
+
+
+def _in_this_folder(recorded: Path, root: Path) -> Path | None:
+    """The job folder ``recorded`` (as the manifest holds it: absolute, where the sweep was when it ran) inside the
+    sweep's NeMo-Run home ``root`` as it is now: the same path when the sweep has not moved, else the part below
+    the recorded path's last ``nemo_run``/``.nemorun_home`` re-anchored at ``root`` (a sweep folder copied to shared
+    storage, a renamed checkout). None for a folder of another sweep."""
+    resolved = recorded.resolve()
+    if resolved.is_relative_to(root):
+        return resolved
+    parts = recorded.parts
+    cut = max((i for i, part in enumerate(parts) if part in HOME_NAMES), default=None)
+    if cut is None:
+        return None
+    moved = root.joinpath(*parts[cut + 1:]).resolve()
+    return moved if moved.is_relative_to(root) and moved.exists() else None
+
+
+def prune(sweep: Path) -> tuple[int, int, list[str], list[str]]:
     """Remove the code copies of every job of ``sweep`` whose attempts have all ended (a packed allocation's: all of
     its runs).
 
-    Returns (copies removed, bytes freed, the job folders kept because a job there is still live).
+    Returns (copies removed, bytes freed, the job folders kept because a job there is still live, the recorded
+    job folders found neither in this sweep folder nor below its ``nemo_run/``: left alone).
 
     Raises:
         ContractError: ``sweep`` is not a sweep folder (its manifest is missing or damaged).
+        PermissionError: the sweep folder cannot be written (read-only file system or permissions); nothing is
+            removed.
     """
-    m = Manifest.load(SweepDir(sweep))
-    root = (SweepDir(sweep).root / "nemo_run").resolve()
+    sd = SweepDir(sweep)
+    m = Manifest.load(sd)
+    root = sd.nemo_run.resolve()
     live: set[Path] = set()
     ended: set[Path] = set()
+    elsewhere: list[str] = []
     for v in m.variants:
         for a in v.attempts:
             if not a.get("job_dir"):
                 continue
-            folder = Path(str(a.get("job_dir"))).resolve()
+            folder = _in_this_folder(Path(str(a.get("job_dir"))), root)
+            if folder is None:  # only this sweep's own job folders
+                elsewhere.append(str(a.get("job_dir")))
+                continue
             if a.get("pack_step"):  # a packed run's own folder: the code is its allocation's, shared
                 folder = allocation_folder(folder)
-            if not folder.is_relative_to(root):  # only this sweep's own job folders
-                continue
             (ended if a.status.final else live).add(folder)
+    doomed = [(p, f) for f in sorted(ended - live) for p in code_copies(f)]
+    for parent in {p.parent for p, _ in doomed}:
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PermissionError(f"the sweep folder {sd.root} is not writable (read-only file system or "
+                                  f"permissions): {parent} cannot be changed, so no code copy was removed. Run it "
+                                  "where the folder can be written")
     removed = freed = 0
-    for folder in sorted(ended - live):
-        for p in code_copies(folder):
-            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-            removed, freed = removed + 1, freed + size
-    return removed, freed, [str(f) for f in sorted(live)]
+    for p, _ in doomed:
+        size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+        removed, freed = removed + 1, freed + size
+    return removed, freed, [str(f) for f in sorted(live)], sorted(set(elsewhere))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,12 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("sweep", help="the sweep folder (results/<preset>/<sweep_id>)")
     a = p.parse_args(argv)
     try:
-        removed, freed, kept = prune(Path(a.sweep))
-    except ContractError as e:
+        removed, freed, kept, elsewhere = prune(Path(a.sweep))
+    except (ContractError, PermissionError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"removed {removed} code cop{'y' if removed == 1 else 'ies'} ({freed / 1e6:.1f} MB) of finished jobs in "
           f"{a.sweep}" + (f"; kept those of {len(kept)} live job folder(s)" if kept else ""))
+    if elsewhere:
+        print(f"warning: {len(elsewhere)} job folder(s) the manifest records are not in this sweep folder and were "
+              f"not touched, e.g. {elsewhere[0]}", file=sys.stderr)
     return 0
 
 

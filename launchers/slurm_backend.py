@@ -6,8 +6,10 @@ login node or through an SSH tunnel. The interface is :class:`launchers.backend.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +167,13 @@ class SlurmBackend:
             self._submitted_at[key] = time.time()
         return out
 
-    def submit_collect(self, sweep_id: str, after: list[str]) -> JobHandle:
+    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None,
+                       overrides: tuple[str, ...] = ()) -> JobHandle:
         """Queue the sweep's collect as a Slurm job held until every job of ``after`` (Slurm job ids) has ended
         (``--dependency=afterany``, :mod:`launchers.collect_job`); it runs in this checkout, with this interpreter.
+        ``secrets`` (name -> value, each name a secret's, CONTRACTS §10) join the profile's secrets: they travel in
+        sbatch's environment only, never in the script; ``overrides`` (Hydra overrides, no secret) go on its
+        command.
 
         Raises:
             LaunchConfigError: an SSH profile (the nodes do not have this checkout) or no job ids.
@@ -176,8 +182,12 @@ class SlurmBackend:
         from launchers.collect_job import collect_command
         from launchers.submit import submit_collect
 
-        cmd = collect_command(sweep_id, self.sweep_dir, repo=self.repo)
-        sub = submit_collect(self._request([cmd], "collect"), after=after, state_dir=self.sweep_dir / "nemo_run",
+        cmd = collect_command(sweep_id, self.sweep_dir, repo=self.repo, overrides=overrides)
+        request = self._request([cmd], "collect")
+        if secrets:
+            cluster = dataclasses.replace(self.cluster, env_vars={**self.cluster.env_vars, **secrets})
+            request = dataclasses.replace(request, cluster=cluster)
+        sub = submit_collect(request, after=after, state_dir=self.sweep_dir / "nemo_run",
                              repo=self.repo, allow_dirty=self.allow_dirty, shell=self._shell())
         return JobHandle(cmd.name, sub.job_id, job_dir=str(sub.job_dir), script=sub.script)
 

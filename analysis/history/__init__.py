@@ -54,7 +54,8 @@ _LAZY = {  # name -> the module that defines it, imported on first use (PEP 562)
     "load_history": "analysis.history.api", "record_summary": "analysis.history.api",
     "write_trend_page": "analysis.history.api", "load_summary": "analysis.history.ingest",
     "nightly_prior": "analysis.history.api", "series_prior": "analysis.history.api",
-    "HistoryStore": "analysis.history.store",
+    "HistoryStore": "analysis.history.store", "alert_not_recorded": "analysis.history.nightly",
+    "Outlets": "analysis.history.outlets",
 }
 
 
@@ -71,6 +72,6 @@ __all__ = [
     "HistoryConfig", "HistoryCorruptError", "HistoryError", "HistoryInputError", "HistoryLockedError",
     "HistorySchemaError", "HistoryStore", "HistoryStoreError", "MetricJudgement", "NightInput", "NightReport",
     "RecordResult", "RunRecord", "Series", "SpeedupRecord", "SweepInfo", "VariantJudgement", "check_settings",
-    "exit_code_for", "hide_password", "password_from_env",
+    "exit_code_for", "hide_password", "password_from_env", "alert_not_recorded", "Outlets",
     "judge_night", "judge_sweep", "load_history", "load_summary", "record_summary", "write_trend_page",
 ]

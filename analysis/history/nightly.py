@@ -63,11 +63,18 @@ def nightly_step(url: str, sweep_dir: str | Path, settings: Mapping[str, Any], *
         outlets = Outlets.from_mapping(dict(settings))
     except (ValueError, HistoryInputError) as e:
         return NightlyOutcome(exit_code=ExitCode.USAGE, lines=(f"{e}; nothing was recorded",))
+    night = None
     try:
         night = load_summary(sd.root, accounted=accounted)
         res = record_summary(url, night)
     except HistoryError as e:
-        return NightlyOutcome(exit_code=exit_code_for(e), lines=(f"{e} (nothing was recorded)",))
+        code = exit_code_for(e)
+        said = [f"{e} (nothing was recorded)"]
+        if outlets.notify is not None:  # an unattended night that is not recorded is told, or nobody would know
+            series = str(night.sweep.series) if night is not None else sd.root.name
+            when = str(night.sweep.night) if night is not None else ""
+            alert_not_recorded(outlets, series, when, int(combine(runs_exit_code, code)), str(e), said)
+        return NightlyOutcome(exit_code=code, lines=tuple(said))
     lines += list(res.warnings)
     try:
         report = judge_sweep(url, res.sweep_id, config=config)
@@ -108,6 +115,22 @@ def _notify(outlets: Outlets, failed: tuple[str, ...], report: NightReport, res:
     link = outlets.page_url or (page.resolve().as_uri() if page else None)
     msg = message_for(report, series=str(res.series), night=str(res.night),
                       exit_code=int(combine(runs_exit_code, report.exit_code)), failed=failed, page=link)
+    out = send(msg, url, shown, fmt=outlets.notify_format, timeout_s=outlets.notify_timeout_s)
+    lines.append(f"alert sent to {shown}" if out.sent else f"warning: {out.warning}")
+    return out.sent
+
+
+def alert_not_recorded(outlets: Outlets, series: str, night: str, exit_code: int, why: str, lines: list[str]) -> bool:
+    """Send the alert that the night of ``series`` could not be recorded (``why``); what happened is appended to
+    ``lines``. Returns whether the receiver took it. Never raises (the alert's own failure is a warning line)."""
+    from analysis.history.notify import NightMessage, send
+
+    url, shown = outlets.notify_url()
+    if url is None:
+        lines.append(f"warning: no alert sent: {shown}")
+        return False
+    msg = NightMessage(series=series, night=night, sweep_ids=(), exit_code=exit_code, page=outlets.page_url,
+                       not_recorded=why)
     out = send(msg, url, shown, fmt=outlets.notify_format, timeout_s=outlets.notify_timeout_s)
     lines.append(f"alert sent to {shown}" if out.sent else f"warning: {out.warning}")
     return out.sent

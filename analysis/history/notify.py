@@ -69,9 +69,14 @@ class NightMessage:
     regressions: tuple[Change, ...] = ()
     failed: tuple[str, ...] = ()
     page: str | None = None
+    not_recorded: str | None = None
+    """why the night could not be recorded (the history database refused it, or was not reached); None when it was"""
 
     @property
     def headline(self) -> str:
+        if self.not_recorded:
+            return f"Nightly {self.series} {self.night}: not recorded in the history: {self.not_recorded} " \
+                   f"(exit {self.exit_code})"
         what = []
         if self.regressions:
             what.append(f"{len(self.regressions)} regression(s)")
@@ -86,7 +91,7 @@ class NightMessage:
                                  "baseline": c.baseline, "change": c.change,
                                  "interval": list(c.interval) if c.interval else None, "parts_moved": c.parts}
                                 for c in self.regressions],
-                "failed": list(self.failed), "page": self.page}
+                "failed": list(self.failed), "page": self.page, "not_recorded": self.not_recorded}
 
     def to_slack(self) -> dict[str, Any]:
         lines = [f"• {c.describe()}" for c in self.regressions] + [f"• failed: {f}" for f in self.failed]

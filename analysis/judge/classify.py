@@ -228,7 +228,7 @@ def classify(
         return Verdict("skipped", "not_run", (f"manifest status: {sched}",))
     if expect.mode == "validate" and effective and isinstance(effective.get("checks"), dict):
         checks = effective["checks"]
-        not_run = tuple(f"not run: {n}" for n in checks.get("not_run") or ())
+        not_run = tuple(n if str(n).startswith("not checked: ") else f"not run: {n}" for n in checks.get("not_run") or ())
         issues, _ = label_issues(expect, effective, log)
         if issues and checks.get("verdict") == "pass":
             # the checks passed for what the payload ran, which is not the arm the manifest labels it (C03):

@@ -69,7 +69,7 @@ def run_action(action: str, composed: Any) -> Ended:
     check_usage(settings)
     check_settings(settings)
     series = {g: str((cfg.get(g) or {}).get("name")) for g in ("model", "cluster") if g in composed.keys}
-    sd = SweepDir(find_sweep(settings, preset, submitted=action != "run", series=series))
+    sd = SweepDir(find_sweep(settings, preset, submitted=action != "run", series=series, action=action))
     if settings.sweep_id == "latest" and not settings.output_dir:  # never act on a sweep without naming it, and why
         within = ", ".join([f"preset {preset}"] + [f"{g} {n}" for g, n in series.items()])
         kind = "sweep" if action == "run" else "sweep with a job submitted"
@@ -100,6 +100,7 @@ def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:
     m = Manifest.load(sd)
     history = {k: v for k, v in (cfg.get("history") or {}).items() if k in composed.given("history")}
     check_history({**(m.config.get("history") or {}), **history})
+    _check_history_password({**(m.config.get("history") or {}), **history}, sd)
     analysis = {**(m.config.get("analysis") or {}),
                 **{k: v for k, v in (cfg.get("analysis") or {}).items() if k in composed.given("analysis")}}
     from experiments.conductor.drive import drive
@@ -109,10 +110,10 @@ def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:
     return drive(sd, settings, options, resume=True, collect_only=action == "collect", history=history)
 
 
-def _latest_key(manifest: Path, submitted: bool, series: dict[str, str]) -> str | None:
-    """The sweep id of ``manifest`` when it may be ``sweep_id=latest``: of the series ``series`` (model and cluster
-    names the command gave) and, with ``submitted``, with a job submitted; else None. The id starts with the UTC
-    creation time, so it orders sweeps whatever their folder is called."""
+def _latest_key(manifest: Path, submitted: bool, series: dict[str, str]) -> tuple[str, str] | None:
+    """The sweep id of ``manifest`` and its series (``<model> on <cluster>``) when it may be ``sweep_id=latest``: of
+    the series ``series`` (model and cluster names the command gave) and, with ``submitted``, with a job submitted;
+    else None. The id starts with the UTC creation time, so it orders sweeps whatever their folder is called."""
     try:
         doc = json.loads(manifest.read_text())
     except (OSError, ValueError):
@@ -124,11 +125,11 @@ def _latest_key(manifest: Path, submitted: bool, series: dict[str, str]) -> str 
     if submitted and not any(isinstance(a, dict) and a.get("job_id") for v in doc.get("variants") or []
                              if isinstance(v, dict) for a in v.get("attempts") or []):
         return None
-    return doc["sweep_id"]
+    return doc["sweep_id"], f"model={doc.get('model')} cluster={doc.get('cluster')}"
 
 
 def find_sweep(settings, preset: str | None = None, submitted: bool = False,
-               series: dict[str, str] | None = None) -> Path:
+               series: dict[str, str] | None = None, action: str = "run") -> Path:
     """The folder of ``sweep_id=`` (``output_dir`` or ``results/*/<id>``). Raises ConfigError if unknown.
 
     ``sweep_id=latest`` is the newest sweep (by its id, which starts with its UTC creation time, never by its
@@ -136,7 +137,10 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False,
     default preset), and of the model and cluster in ``series`` (those the command names); with ``submitted``
     (every action but a resume) only sweeps that had a job submitted count, so a later plan is never collected
     instead of tonight's nightly. ``output_dir`` of a sweep with a ``sweep_id`` of another sweep is refused
-    (ConfigError naming both), for every action.
+    (ConfigError naming both), for every action. Without both ``model=`` and ``cluster=`` and with the newest
+    sweep of ANOTHER series of the preset not yet collected (no ``report/summary.json``), ``latest`` would silently
+    leave that series' night unrecorded: refused (every ``action`` but ``status``, which says so) naming each series
+    and the ``model=``/``cluster=`` that picks it.
     """
     if settings.output_dir and SweepDir(Path(settings.output_dir)).exists():
         _same_sweep(settings.sweep_id, Path(settings.output_dir))
@@ -148,8 +152,8 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False,
     if settings.sweep_id == "latest":
         series = series or {}
         where = root / preset if preset else root / "*"
-        found = sorted((key, p.parent) for p in (where.glob("*/manifest.json") if preset
-                                                else root.glob("*/*/manifest.json"))
+        found = sorted((*key, p.parent) for p in (where.glob("*/manifest.json") if preset
+                                                 else root.glob("*/*/manifest.json"))
                        if (key := _latest_key(p, submitted, series)))
         if not found:
             what = "submitted sweep" if submitted else "sweep"
@@ -157,12 +161,27 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False,
             raise ConfigError(f"sweep_id=latest: no {what} of preset {preset or '*'}{of} under {where}/ (latest "
                               f"looks within one preset and the model and cluster given: pass sweep=<preset>, "
                               f"e.g. sweep=nightly)")
-        return found[-1][1]
+        chosen = found[-1]
+        if not {"model", "cluster"} <= set(series):
+            newest = {label: (key, folder) for key, label, folder in found}  # sorted: the last of each wins
+            others = sorted(f"{label} (sweep {key})" for label, (key, folder) in newest.items()
+                            if label != chosen[1] and not SweepDir(folder).summary_json.exists())
+            if others:
+                text = (f"sweep_id=latest is sweep {chosen[0]} ({chosen[1]}), but the newest sweep of another series "
+                        f"of preset {preset or '*'} is not collected yet: {'; '.join(others)}. Name the series: "
+                        f"add {chosen[1]} (or another's model= and cluster=), one command per series")
+                if action != "status":
+                    raise ConfigError(text)
+                print(f"note: {text}", file=sys.stderr)
+        return chosen[2]
     hits = sorted(root.glob(f"*/{settings.sweep_id}/manifest.json"))
     if not hits:
-        known = sorted(p.parent.name for p in root.glob("*/*/manifest.json"))[-10:]
+        known = sorted((p.parent.name for p in root.glob("*/*/manifest.json")), reverse=True)
+        shown = ", ".join(known[:10]) + (f" (the newest 10 of {len(known)})" if len(known) > 10 else "")
         raise ConfigError(f"sweep_id={settings.sweep_id} not found under {root}/*/ (a sweep in a custom folder is "
-                          f"found with output_dir=<its folder>). Known sweeps: {', '.join(known) or 'none'}")
+                          f"found with output_dir=<its folder>; to start a new sweep under this id: action=plan "
+                          f"sweep_id={settings.sweep_id}, then action=run sweep_id={settings.sweep_id}). Known "
+                          f"sweeps, newest first: {shown or 'none'}")
     return hits[0].parent
 
 
@@ -191,6 +210,35 @@ def show_status(sd: SweepDir) -> int:
     when the scheduler cannot be asked (the table then shows the recorded states).
     """
     return _status(sd)[0]
+
+
+def _check_history_password(hist: dict[str, Any], sd: SweepDir) -> None:
+    """A history URL whose password the manifest holds as ``***`` needs ``PGPASSWORD`` or ``~/.pgpass`` here (or
+    the URL with its password on this command line): checked before a resume or collect waits for any job, so that
+    the history step cannot fail after the report is written. With ``history.notify`` the refusal is alerted too:
+    a chained collect job that stops here is otherwise seen by nobody.
+
+    Raises:
+        ConfigError: names the URL (masked) and the three ways to give the password.
+    """
+    if not hist.get("enabled") or not hist.get("url"):
+        return
+    from analysis.history import HistoryError, Outlets, alert_not_recorded, password_from_env
+
+    try:
+        password_from_env(str(hist["url"]))
+    except HistoryError as e:
+        said = f"{e}; nothing was collected or recorded"
+        if hist.get("notify"):
+            lines: list[str] = []
+            try:
+                alert_not_recorded(Outlets.from_mapping(dict(hist)), f"sweep {sd.root.name}", "",
+                                   int(ExitCode.USAGE), said, lines)
+            except ValueError as bad:  # the outlet's own settings: said beside the refusal
+                lines.append(f"warning: no alert sent: {bad}")
+            for line in lines:
+                print(f"history: {line}", file=sys.stderr)
+        raise ConfigError(said) from e
 
 
 def _status(sd: SweepDir) -> tuple[int, list[RunView]]:

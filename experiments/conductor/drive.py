@@ -95,7 +95,7 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
                 _record_timeline(sd, "run")
                 print(f"detached: {len(pending)} run(s) queued. Finish with: python -m experiments.sweep "
                       f"action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
-                chain_collect(sw)
+                chain_collect(sw, history)
                 return ExitCode.OK
         else:
             reattach(sw)
@@ -118,7 +118,7 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
                 sw.stop()
                 print(f"{'gate opened' if what == 'gate' else 'adaptive: next block'}: queued. Finish with: "
                       f"python -m experiments.sweep action=collect sweep_id={m.sweep_id} output_dir={sd.root}")
-                chain_collect(sw)
+                chain_collect(sw, history)
                 return ExitCode.OK
         if final is None:
             collect_all(sw)

@@ -161,7 +161,24 @@ def after_run(sd: SweepDir, rc: int) -> Ended:
         return Ended(rc, f"interrupted: {state.describe()}")
     if state.cancelled and state.cancelled == state.finished and not state.in_flight:
         return Ended(rc, f"every run that was started was cancelled: {state.describe()}")
+    later = _later_step(sd, rc)
+    if later:
+        return Ended(rc, later)
     return Ended(rc)
+
+
+def _later_step(sd: SweepDir, rc: int) -> str | None:
+    """What happened when a step after the analysis (the history, the reference gate) decided ``rc``: the report
+    was written, so the code's generic meaning ("nothing was written") would be false. None otherwise."""
+    try:
+        summary = json.loads(sd.summary_json.read_text())
+        if summary.get("exit_code") != rc or summary.get("analysis_exit_code") == rc:
+            return None
+        step = next(a for a in summary.get("after") or () if a.get("exit_code") == rc)
+        return (f"the sweep was analysed and reported (the analysis alone: exit code "
+                f"{summary['analysis_exit_code']}); the {step['step']} step: {step['text']}")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return None
 
 
 __all__ = ["Ended", "SweepState", "after_cancel", "after_plan", "after_run", "after_status", "cancelled_by_user", "sweep_state"]

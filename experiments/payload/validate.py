@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -32,16 +34,21 @@ from experiments.payload.mcore_check import check_transformer_config, library_me
 from experiments.payload.outcome import Outcome, Verdict, assemble
 from experiments.payload.spec import VariantSpec
 
-# Library checks the CPU fallback cannot run (Megatron-Bridge 0.6 training/comm_overlap.py, flex_dispatcher_backend.py,
-# config.py; Megatron-Core layer build with Transformer Engine).
+# Library checks the CPU fallback cannot run, each with the library that runs it (Megatron-Bridge 0.6
+# training/comm_overlap.py, flex_dispatcher_backend.py, config.py; Megatron-Core layer build with Transformer Engine).
 BRIDGE_NOT_RUN = (
-    "megatron.bridge CommOverlapConfig.setup (_get_model_comm_overlap_cfgs): overlap/delay_wgrad checks, incl. "
-    "num_moe_experts > 1 and the TE >= 2.7.0 / 2.12.0 minimums for delay_wgrad",
-    "megatron.bridge apply_flex_dispatcher_backend / validate_flex_dispatcher_backend: the GPU check for "
-    "deepep/hybridep and the silent fallback to alltoall",
-    "megatron.bridge ConfigContainer.validate: dataset, scheduler, checkpoint and CUDA-graph configuration checks",
-    "transformer_engine: checks at layer build (delay_wgrad_compute needs TE >= 2.3.0)",
+    ("megatron_bridge", "megatron.bridge CommOverlapConfig.setup (_get_model_comm_overlap_cfgs): overlap/delay_wgrad "
+     "checks, incl. num_moe_experts > 1 and the TE >= 2.7.0 / 2.12.0 minimums for delay_wgrad"),
+    ("megatron_bridge", "megatron.bridge apply_flex_dispatcher_backend / validate_flex_dispatcher_backend: the GPU "
+     "check for deepep/hybridep and the silent fallback to alltoall"),
+    ("megatron_bridge", "megatron.bridge ConfigContainer.validate: dataset, scheduler, checkpoint and CUDA-graph "
+     "configuration checks"),
+    ("transformer_engine", "transformer_engine: checks at layer build (delay_wgrad_compute needs TE >= 2.3.0)"),
 )
+# The knob values of a group's baseline (alltoall, overlap off, delay_wgrad off): a rejection the CPU fallback also
+# gives with these comes from the model's own fields, which a library recipe completes only where Bridge builds it.
+BASELINE_KNOBS = {"moe_token_dispatcher_type": "alltoall", "overlap_moe_expert_parallel_comm": False,
+                  "delay_wgrad_compute": False}
 # The Transformer Engine a rejection is re-checked against when neither this machine nor the target container has
 # one: the version the project's GPU extra pins (pyproject.toml ``gpu``: transformer-engine 2.12.0).
 ASSUMED_TE = "2.12.0"
@@ -79,13 +86,33 @@ def gpt_provider_blocks(spec: VariantSpec) -> dict[str, Any]:
     return {"gated_linear_unit": QWEN3_LIKE["gated_linear_unit"], "activation_func": F.silu}
 
 
+def not_checked(why_no_bridge: str, library: str, check: str) -> str:
+    """How a check the CPU fallback could not run is listed: ``not checked: <library> is not installed here
+    (<check>)`` when a library import failed (Bridge itself, or a module Bridge imports, e.g. Transformer
+    Engine), else ``not checked: <why_no_bridge> (<check>)`` (e.g. a flex variant's Bridge checks need a GPU)."""
+    if library == "transformer_engine" and not _te_installed():
+        return f"not checked: transformer_engine is not installed here ({check})"
+    m = re.search(r"missing module '([^']+)'", why_no_bridge)
+    if m:
+        missing = m.group(1)
+        lib = "megatron_bridge" if missing.split(".")[0] == "megatron" else missing.split(".")[0]
+        return f"not checked: {lib} is not installed here ({check})"
+    return f"not checked: {why_no_bridge or 'megatron.bridge did not run'} ({check})"
+
+
 def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
     """The CPU fallback: Megatron-Core's TransformerConfig and micro-batch checks only.
 
-    Where neither this machine nor the target container (variant.json ``container.transformer_engine``) has a
-    Transformer Engine, a rejection that disappears with :data:`ASSUMED_TE` assumed is an environment gap: its
-    messages are listed as ``not checked: transformer_engine is not installed here (...)`` in ``not_run`` and in
-    the warnings, and the verdict is decided by the other checks.
+    A rejection that only a missing library could decide is an environment gap, listed in ``not_run`` and in the
+    warnings as ``not checked: <library> is not installed here (...)`` (:func:`not_checked`), never a verdict:
+
+    - where neither this machine nor the target container (variant.json ``container.transformer_engine``) has a
+      Transformer Engine, a rejection that disappears with :data:`ASSUMED_TE` assumed;
+    - for a library recipe (``model.recipe`` other than ``gpt_provider``), a rejection that the same settings also
+      get with the baseline's knobs (:data:`BASELINE_KNOBS`): it comes from the model's fields, which the recipe
+      completes (e.g. DeepSeek-V3's ``multi_latent_attention``) only where Megatron-Bridge builds it.
+
+    The verdict is then decided by the other checks.
 
     Raises:
         CoreMissing: megatron.core is not importable.
@@ -93,28 +120,41 @@ def core_outcome(spec: VariantSpec, why_no_bridge: str) -> Outcome:
     view, applied = SimpleNamespace(**gpt_provider_blocks(spec), **spec.settings), Applied()
     apply_shared_expert_overlap(view, spec, applied)  # the same adjustment train mode makes
     versions = target_versions(spec)
-    r = check_transformer_config(vars(view), world_size=spec.world_size, versions=versions,
-                                 build=dict(spec.container))
+    build = dict(spec.container)
+    r = check_transformer_config(vars(view), world_size=spec.world_size, versions=versions, build=build)
     if r.unknown_fields:
         raise UnknownField(f"on megatron-core {r.core_version}: " + "; ".join(r.messages))
     unchecked: list[str] = []
     if not r.ok and not versions.get("transformer_engine") and not _te_installed():
-        with_te = check_transformer_config(vars(view), world_size=spec.world_size,
-                                           versions={**versions, "transformer_engine": ASSUMED_TE},
-                                           build=dict(spec.container))
+        assumed = {**versions, "transformer_engine": ASSUMED_TE}
+        with_te = check_transformer_config(vars(view), world_size=spec.world_size, versions=assumed, build=build)
         if with_te.ok:  # every message came from a Transformer Engine requirement: a gap here, not a rejection
             unchecked = [f"not checked: transformer_engine is not installed here ({m})" for m in r.messages]
             r = with_te
-    effective = dict(r.effective) if r.ok else read_effective(view)
+    built = r.ok
+    if not r.ok and spec.recipe != GPT_PROVIDER:
+        base = check_transformer_config({**vars(view), **BASELINE_KNOBS}, world_size=spec.world_size,
+                                        versions=versions, build=None)
+        gaps = [m for m in r.messages if m in base.messages]
+        if gaps:  # the model's own fields, not this arm's knobs, are rejected: the recipe would complete them
+            unchecked += [not_checked(why_no_bridge, "megatron_bridge", f"{spec.recipe} builds the model; "
+                                      f"Megatron-Core on the profile's fields alone: {m}") for m in gaps]
+            unchecked.append(not_checked(why_no_bridge, "megatron_bridge", "the Megatron-Core checks after that "
+                                         "one, the token dispatcher build and the micro-batch check"))
+            r = replace(r, verdict="fail" if len(gaps) < len(r.messages) else "pass",
+                        messages=tuple(m for m in r.messages if m not in gaps))
+    effective = dict(r.effective) if built else read_effective(view)
     effective["train_iters"] = spec.train_iters
     notes = [f"Megatron-Core {r.core_version} checks; version-keyed rules assumed {r.assumed_versions}"
              if r.assumed_versions else f"Megatron-Core {r.core_version} checks with the installed versions"]
     notes += [f"decided by: {d}" for d in r.decided]
-    warnings = list(r.warnings) + ([] if r.ok else ["effective = requested: the config was rejected, never built"])
+    warnings = list(r.warnings) + ([] if built else ["effective = requested: the config was rejected, never built"
+                                                     if not r.ok else "effective = requested: the config was not "
+                                                     "built here (its recipe needs Megatron-Bridge)"])
     target_core = spec.container.get("megatron_core")
     if target_core and r.core_version and str(r.core_version).split("+")[0] != str(target_core):
         warnings.append(f"checks ran on megatron-core {r.core_version}; the target container has {target_core}")
-    not_run = unchecked + list(r.not_run) + [f"{c} [{why_no_bridge}]" for c in BRIDGE_NOT_RUN]
+    not_run = unchecked + list(r.not_run) + [not_checked(why_no_bridge, lib, c) for lib, c in BRIDGE_NOT_RUN]
     return Outcome(effective=effective, adjustments=applied.adjustments, failures=list(r.messages),
                    warnings=warnings + unchecked, not_run=not_run, notes=notes + applied.notes)
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,3 +49,26 @@ def spawn_faulty_sweep(point: str, args: list[str], **env: str) -> subprocess.Po
 def tail(res: subprocess.CompletedProcess[str], chars: int = 3000) -> str:
     """The end of a finished CLI's stderr and stdout, for an assertion message."""
     return f"exit {res.returncode}\nstderr: {res.stderr[-chars:]}\nstdout: {res.stdout[-chars:]}"
+
+
+@contextmanager
+def read_only_view(src: Path, mnt: Path) -> Iterator[Path]:
+    """``src`` seen read-only at ``mnt`` through a bind mount for the block (root only: mount(2) needs
+    CAP_SYS_ADMIN, and root ignores file modes, so a read-only file system is what makes a folder unwritable for
+    it). Skips the test without root, fails it in CI (which runs as root)."""
+    from tests.launchers.conftest import IN_CI
+
+    mnt.mkdir()
+    mounted = os.geteuid() == 0 and subprocess.run(["mount", "--bind", str(src), str(mnt)]).returncode == 0
+    if mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)]).returncode != 0:
+        subprocess.run(["umount", str(mnt)], check=False)
+        mounted = False
+    if not mounted:
+        why = "a read-only bind mount needs root"
+        if IN_CI:  # CI runs as root: a failed mount there is a real failure
+            pytest.fail(why)
+        pytest.skip(why)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

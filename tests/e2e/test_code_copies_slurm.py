@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from contracts.statuses import ManifestStatus
-from tests.e2e.cli import REPO, run_sweep, spawn_sweep, tail
+from tests.e2e.cli import REPO, read_only_view, run_sweep, spawn_sweep, tail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.megatron, pytest.mark.slow, pytest.mark.usefixtures("slurm_cluster")]
 
@@ -50,6 +51,15 @@ def test_a_job_ships_only_what_a_run_needs_and_the_copies_are_removed_by_command
                      "dispatcher=alltoall", "overlap=off", "delay_wgrad=off"])
     assert res.returncode == 0, tail(res)
     archive, before = _only_what_a_run_needs(out)
+    with read_only_view(out, tmp_path / "ro") as view:  # a read-only folder: said so, nothing removed
+        res = _retention(view)
+        assert res.returncode == 2 and f"the sweep folder {view} is not writable" in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr and archive.exists(), res.stderr
+    moved = tmp_path / "shared" / out.name  # the folder copied elsewhere (to shared storage, say): found there
+    shutil.copytree(out, moved, symlinks=True)
+    res = _retention(moved)
+    assert res.returncode == 0 and "removed 2 code copies" in res.stdout, res.stdout + res.stderr
+    assert not list(moved.glob("nemo_run/experiments/*/*/*/*.tar.gz")) and archive.exists()
     res = _retention(out)
     assert res.returncode == 0 and "removed 2 code copies" in res.stdout, res.stdout + res.stderr
     assert not archive.exists() and not (archive.parent / "code").exists()

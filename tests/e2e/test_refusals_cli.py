@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cli import REPO, run_sweep, tail
-from tests.launchers.conftest import IN_CI
+from tests.e2e.cli import REPO, read_only_view, run_sweep, tail
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -85,6 +84,32 @@ def test_values_the_job_could_not_use_are_refused_at_plan(tmp_path, override, na
     assert not out.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "named"), [
+    # a section of keys replaced by one value, null included: every later stage reads it key by key
+    ("payload=null", "payload=null: payload is a section of keys (train_iters"),
+    ("payload=7", "payload=7: payload is a section of keys"),
+    ("analysis=7", "analysis=7: analysis is a section of keys (warmup_iters"),
+    ("history=abc", "history='abc': history is a section of keys"),
+    ("fabric=null", "fabric=null: fabric is a section of keys"),
+    ("cluster.env_vars=7", "cluster.env_vars=7 must be a mapping"),
+    ("cluster.tunnel=ssh", "cluster.tunnel='ssh' must be a mapping"),
+    ("sweep.stages=null", "sweep.stages=None must be a non-empty list of stages"),
+    ("sweep.stages.0.overlap=7", "sweep.stages[alltoall_overlap].overlap=7 must be a list"),
+    ("precision.settings=7", "precision.settings=7 must be a mapping"),
+    # a field of the cluster profile read by an earlier check than the profile's own typing
+    ("cluster.nodes=two", "cluster.nodes='two' has the wrong type: expected int"),
+])
+def test_a_value_of_the_wrong_shape_is_refused_without_a_traceback(tmp_path, override, named):
+    out = tmp_path / "s"
+    res = run_sweep(["action=plan", "cluster=local_slurm", f"output_dir={out}", override])
+    assert res.returncode == 2 and "Traceback" not in res.stderr, tail(res)
+    assert named in res.stderr, tail(res)
+    assert res.stderr.rstrip().endswith("exit code 2: usage or config error; nothing was written or submitted"), \
+        tail(res)
+    assert not out.exists()
+
+
 def _copy_code(dest: Path) -> Path:
     """The project's code and conf/ copied to ``dest`` (no .git), for a command that must see its own files."""
     for part in ("experiments", "contracts", "launchers", "analysis", "conf"):
@@ -126,20 +151,10 @@ def test_a_copied_profile_that_keeps_the_example_name_is_refused(tmp_path):
 def read_only_sweep(tmp_path: Path):
     """A planned sweep seen through a read-only bind mount (root only: mount(2) needs CAP_SYS_ADMIN; root ignores
     file modes, so a read-only file system is what makes the folder unwritable for it)."""
-    src, mnt = tmp_path / "rw", tmp_path / "ro"
+    src = tmp_path / "rw"
     sweep_id = _plan(src)
-    mnt.mkdir()
-    mounted = os.geteuid() == 0 and subprocess.run(["mount", "--bind", str(src), str(mnt)]).returncode == 0
-    if mounted and subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)]).returncode != 0:
-        subprocess.run(["umount", str(mnt)], check=False)
-        mounted = False
-    if not mounted:
-        why = "a read-only bind mount needs root"
-        if IN_CI:  # CI runs as root: a failed mount there is a real failure
-            pytest.fail(why)
-        pytest.skip(why)
-    yield mnt, sweep_id
-    subprocess.run(["umount", str(mnt)], check=False)
+    with read_only_view(src, tmp_path / "ro") as mnt:
+        yield mnt, sweep_id
 
 
 @pytest.mark.slow
@@ -189,3 +204,38 @@ def test_a_slurm_sweep_without_accounting_says_so_and_submits_nothing(tmp_path):
     assert "sacct does not answer (sacct: error: Slurm accounting storage is disabled)" in res.stderr, tail(res)
     attempts = [a for v in json.loads((out / "manifest.json").read_text())["variants"] for a in v["attempts"]]
     assert attempts and not any(a.get("job_id") for a in attempts)
+
+
+def test_an_unknown_sweep_id_lists_the_newest_sweeps_first_and_how_to_start_one(tmp_path):
+    ids = [f"20261206-0{h:02d}000Z-abcdef" for h in range(12)]
+    for i in ids:
+        (tmp_path / "nightly" / i).mkdir(parents=True)
+        (tmp_path / "nightly" / i / "manifest.json").write_text("{}")
+    res = run_sweep(["action=cancel", "sweep_id=20990101-000000Z-abcdef", f"results_root={tmp_path}"])
+    assert res.returncode == 2, tail(res)
+    newest = ", ".join(reversed(ids[2:]))
+    assert f"Known sweeps, newest first: {newest} (the newest 10 of 12)" in res.stderr, tail(res)
+    assert "action=plan sweep_id=20990101-000000Z-abcdef, then action=run" in res.stderr, tail(res)
+
+
+@pytest.mark.slow
+def test_latest_without_model_and_cluster_never_skips_another_series_uncollected_night(tmp_path):
+    root = tmp_path / "results"
+    sweep = ["sweep=full", "dispatcher=alltoall", "overlap=off,on", "delay_wgrad=off", f"results_root={root}",
+             "poll_s=0.5"]
+    for model in ("tiny_moe", "qwen3_moe_1b"):  # two series of one preset, each night submitted, neither collected
+        res = run_sweep([*sweep, f"model={model}"])
+        assert res.returncode == 0, tail(res)
+    folders = sorted(p.parent for p in root.glob("full/*/manifest.json"))
+    for folder in folders:  # as a detached night stands before its collect: no report yet
+        shutil.rmtree(folder / "report")
+    res = run_sweep(["action=collect", "sweep_id=latest", "sweep=full", f"results_root={root}"])
+    assert res.returncode == 2, tail(res)
+    assert (f"the newest sweep of another series of preset full is not collected yet: model=tiny_moe cluster=local "
+            f"(sweep {folders[0].name})") in res.stderr, tail(res)
+    assert not any((f / "report").exists() for f in folders)
+    res = run_sweep(["action=status", "sweep_id=latest", "sweep=full", f"results_root={root}"])
+    assert res.returncode == 0 and "note: sweep_id=latest is sweep" in res.stderr, tail(res)
+    res = run_sweep(["action=collect", "sweep_id=latest", "sweep=full", "model=tiny_moe", "cluster=local",
+                     f"results_root={root}"])
+    assert res.returncode == 0 and (folders[0] / "report" / "summary.json").exists(), tail(res)

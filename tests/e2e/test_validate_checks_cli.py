@@ -71,6 +71,33 @@ def test_a_check_needing_transformer_engine_is_not_checked_here_not_rejected(tmp
 
 @pytest.mark.megatron
 @pytest.mark.slow
+def test_a_check_only_megatron_bridge_could_decide_is_not_checked_here_not_rejected(tmp_path):
+    # DeepSeek-V3's Bridge recipe builds an MLA model (multi_latent_attention); its profile's fields alone are
+    # rejected by Megatron-Core ("mla_up_proj ... only supported with multi_latent_attention"). Without
+    # Megatron-Bridge here (CI has megatron-core only), that is an environment gap: the baseline is validated
+    # by the container preflight and by its own run, and every Bridge check reads "not checked: megatron_bridge
+    # is not installed here (...)"
+    out = tmp_path / "s"
+    res = run_sweep([f"output_dir={out}", "model=deepseek_v3", "preflight=container", "poll_s=0.5"])
+    assert res.returncode == 0, tail(res)
+    (a,) = _variants(out)["a2a.ovl0.dw0"]["attempts"]
+    assert a["status"] == "succeeded", a
+    for doc in (out / "preflight" / "a2a.ovl0.dw0" / "effective_config.json",
+                out / Path(a["log_dir"]).parent / "effective_config.json"):
+        checks = json.loads(doc.read_text())["checks"]
+        assert checks["verdict"] == "pass" and not checks["messages"], checks
+        gap = "not checked: megatron_bridge is not installed here ("
+        assert any(s.startswith(gap + "megatron.bridge.recipes.deepseek") and "multi_latent_attention" in s
+                   for s in checks["not_run"]), checks["not_run"]
+        assert any(s.startswith(gap + "megatron.bridge CommOverlapConfig.setup") for s in checks["not_run"])
+        assert not any("is not importable" in s for s in checks["not_run"]), checks["not_run"]
+    md = (out / "report" / "report.md").read_text()
+    assert "| a2a.ovl0.dw0 | validated |" in md and "not run: not checked" not in md
+    assert "Note: not checked: megatron_bridge is not installed here (megatron.bridge.recipes.deepseek" in md
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
 def test_a_restrictive_umask_is_honoured_by_every_file_of_the_sweep(tmp_path):
     out = tmp_path / "s"
     res = subprocess.run([sys.executable, "-m", "experiments.sweep", f"output_dir={out}", "poll_s=0.5"], cwd=REPO,

@@ -73,7 +73,8 @@ def test_a_failing_history_step_is_the_exit_code_of_the_files_too(tmp_path, monk
     assert summary["exit_code"] == 5 and summary["analysis_exit_code"] == 0
     assert [a["step"] for a in summary["after"]] == ["history"] and summary["after"][0]["exit_code"] == 5
     md = (sd.report / "report.md").read_text()
-    assert "Exit code 5: scheduler or infrastructure error (the analysis alone: exit code 0)" in md
+    assert ("Exit code 5: scheduler or infrastructure error, from the history step after the analysis, which wrote "
+            "this report (the analysis alone: exit code 0)") in md
     assert "Exit code 0" not in md
     assert "Exit code 5" in (sd.report / "report.html").read_text()
     assert list(sd.report.glob("*.png")), "the plots were lost when the report was written again"

@@ -46,7 +46,8 @@ def test_valid_variant_passes_and_the_document_is_complete(tmp_path, capsys):
     assert doc["hardware"]["world_size"] == 2 and doc["hardware"]["nodes"] == 1 and len(doc["hardware"]["hostnames"]) == 1
     not_run = " ".join(doc["checks"]["not_run"])
     for piece in ("CommOverlapConfig.setup", "validate_flex_dispatcher_backend", "ConfigContainer.validate",
-                  "transformer_engine", "initialize_model_parallel", "megatron.bridge is not importable"):
+                  "transformer_engine", "initialize_model_parallel",
+                  "not checked: megatron_bridge is not installed here (megatron.bridge CommOverlapConfig.setup"):
         assert piece in not_run
 
 
@@ -229,3 +230,20 @@ def test_validate_builds_a_whole_moe_layer_where_the_cpu_allows(tmp_path, capsys
     code, doc, _ = validate_doc(tmp_path, capsys, make_variant("deepep", True, container=WITH_DEEPEP))
     assert code == 0, doc["checks"]
     assert any("one MoE layer (router, SequentialMLP, dispatcher) built on the meta device" in n for n in doc["notes"])
+
+
+@pytest.mark.parametrize("why, library, said", [
+    ("megatron.bridge is not importable (missing module 'megatron.bridge': No module named 'megatron.bridge')",
+     "megatron_bridge", "not checked: megatron_bridge is not installed here (a check)"),
+    # Bridge is there, but its import needs Transformer Engine: that library is named, not Bridge
+    ("megatron.bridge is not importable (missing module 'transformer_engine': No module named 'transformer_engine')",
+     "megatron_bridge", "not checked: transformer_engine is not installed here (a check)"),
+    ("needs a GPU for this flex variant's Bridge checks; none here", "megatron_bridge",
+     "not checked: needs a GPU for this flex variant's Bridge checks; none here (a check)"),
+    ("needs a GPU for this flex variant's Bridge checks; none here", "transformer_engine",
+     "not checked: transformer_engine is not installed here (a check)"),  # TE is not installed in this environment
+])
+def test_a_check_that_could_not_run_names_the_missing_library(why, library, said):
+    from experiments.payload.validate import not_checked
+
+    assert not_checked(why, library, "a check") == said
