@@ -119,7 +119,7 @@ def _planned(m: Manifest, key: str) -> Any:
     if key == "container":
         return m.container.get("name", _MISSING)
     got = _at(m.config, key)
-    if key in ("precision",) and isinstance(got, dict):
+    if key == "precision" and isinstance(got, dict):
         return got.get("name", _MISSING)
     return got
 
@@ -136,25 +136,29 @@ def check_plan_unchanged(composed: Any, sd: SweepDir, action: str) -> None:
     Raises:
         ConfigError: exit 2, naming each override, the value the sweep was planned with, and the fix.
     """
+    given = [(key, text) for key, text in zip(composed.keys, composed.overrides, strict=True)
+             if key.split(".", 1)[0] not in COMMAND_KEYS]
+    if not given:  # the common case (a status, the chained collect): the manifest is not read twice
+        return
     try:
         m = Manifest.load(sd)
     except ContractError:
         return
     swept = {a.name for a in composed.extra_axes}
     bad: list[str] = []
-    for key, text in zip(composed.keys, composed.overrides, strict=True):
-        if key.split(".", 1)[0] in COMMAND_KEYS or text.strip() in m.overrides:
+    for key, text in given:
+        if text.strip() in m.overrides:
             continue
         planned = _planned(m, key)
         if key in composed.knobs or key in swept:  # an axis: only the plan's own text names the same variants
-            given: Any = text.strip().split("=", 1)[-1]
+            value: Any = text.strip().split("=", 1)[-1]
         elif key in SERIES_GROUPS or key in ("container", "precision"):
-            given = (composed.base.get(key) or {}).get("name")
+            value = (composed.base.get(key) or {}).get("name")
         else:
-            given = _at(composed.base, key)
-            if key in ("mode", "preflight", "allow_dirty") and given == getattr(m, key):
+            value = _at(composed.base, key)
+            if key in ("mode", "preflight", "allow_dirty") and value == getattr(m, key):
                 continue  # the manifest records the resolved value (mode=null planned as validate)
-        if given == planned:
+        if value == planned:
             continue
         if key in composed.knobs:  # an axis of the preset: its planned values are those of the plan's variants
             shown = next((o for o in m.overrides if o.split("=", 1)[0] == key), f"the {m.name} preset's {key} axis")
