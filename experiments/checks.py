@@ -188,6 +188,45 @@ def check_train_gpus(mode: str, executor: str, local_gpus: int) -> None:
                           "GPU cluster such as cluster=h100_slurm")
 
 
+def check_unattended_history(cfg: dict[str, Any], *, detached: bool, chained: bool,
+                             environ: dict[str, str] | None = None) -> list[str]:
+    """Plan-time warnings for a history that another process will write (a detached sweep's chained collect job or
+    a later ``action=collect``), which sees neither this command line's secrets nor, unless it exports them, this
+    shell's: ``history.url`` naming a PostgreSQL user without a password while no password source is set here
+    (``PGPASSWORD``, ``PGPASSFILE``, ``~/.pgpass``); and, without the chained collect, a password or a webhook URL
+    that the sweep stores masked, which the later collect must be given again. Returns the warning texts (none
+    for a foreground sweep: this process records the night itself)."""
+    hist = cfg.get("history") or {}
+    if not detached or not hist.get("enabled"):
+        return []
+    env = os.environ if environ is None else environ
+    out = []
+    url = str(hist.get("url") or "")
+    if url.startswith("postgresql"):
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(url)
+            user, password = parts.username, parts.password
+        except ValueError:
+            user = password = None
+        passfile = Path(env.get("PGPASSFILE") or Path(env.get("HOME", "~")).expanduser() / ".pgpass")
+        if user and not password and not env.get("PGPASSWORD") and not passfile.is_file():
+            out.append(f"history.url names the PostgreSQL user {user!r} without a password, and neither PGPASSWORD "
+                       f"nor a password file ({passfile}) is set here: if the server asks for one, the collect "
+                       "cannot record the night (it then alerts through history.notify). Export PGPASSWORD in the "
+                       "shell (or cron line) that submits, or write ~/.pgpass")
+        if password and not chained:
+            out.append("history.url carries a password, which the sweep does not store: the later action=collect "
+                       "needs PGPASSWORD (or ~/.pgpass) in its shell, or the URL with its password again")
+    notify = str(hist.get("notify") or "")
+    if notify and not notify.startswith("env:") and not chained:
+        out.append("history.notify is a webhook URL, which the sweep stores masked (it is a secret): the later "
+                   "action=collect can alert only with history.notify given again on its own command line. Use "
+                   "history.notify=env:VARIABLE with the variable exported where the collect runs")
+    return out
+
+
 def check_secret_env(cluster: Any, environ: dict[str, str] | None = None) -> str | None:
     """The ``cluster.secret_env`` names set neither in this environment nor in ``cluster.env_vars``: their jobs
     would run without them (sbatch exports only what the submitting shell has, launchers/envvars.py). A plan-time

@@ -40,6 +40,7 @@ from experiments.checks import (
     check_secret_env,
     check_secret_values,
     check_train_gpus,
+    check_unattended_history,
     check_warmup,
     check_writable,
 )
@@ -208,7 +209,10 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     out = Path(settings.output_dir) if settings.output_dir else Path(settings.results_root) / exp.preset.name / sweep_id
     check_writable(out)
     sha, dirty = git_state()
-    notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster)) if n)
+    chained = cluster.executor == "slurm" and not cluster.remote and bool(settings.collect_job)
+    notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster),
+                              *check_unattended_history(cfg, detached=bool(settings.detach) and cluster.executor
+                                                        == "slurm", chained=chained)) if n)
     conformance = plan_doc(cfg, exp.container.tests_dir)
     return Plan(settings, cfg, exp, sweep_id, created.isoformat().replace("+00:00", "Z"), out, mode, note, runs,
                 hours, sha, dirty, blocks, design, notes, bound, conformance)

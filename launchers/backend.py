@@ -70,9 +70,10 @@ class Backend(Protocol):
         allocation shared with others (``pack=true``: the whole allocation is cancelled)."""
         ...
 
-    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None) -> JobHandle:
+    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None,
+                       overrides: tuple[str, ...] = ()) -> JobHandle:
         """Queue the sweep's collect behind the jobs ``after`` (only where :attr:`chains_collect`); ``secrets``
-        (name -> value) reach the job through its environment only."""
+        (name -> value) reach the job through its environment only; ``overrides`` are added to its command."""
         ...
 
     def cancel_jobs(self, job_ids: list[str]) -> None:
@@ -332,7 +333,8 @@ class LocalBackend:
         for ref in refs:
             self.cancel(ref)
 
-    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None) -> JobHandle:
+    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None,
+                       overrides: tuple[str, ...] = ()) -> JobHandle:
         """A local sweep runs in the foreground and queues no collect job (:attr:`chains_collect` is False).
 
         Raises:

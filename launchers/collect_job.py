@@ -33,15 +33,17 @@ DEPENDENCY_TYPE = "afterany"  # sbatch(1): the collect starts when every run job
 HANDLE_PREFIX = "slurm_tunnel://nemo_run/"  # a TorchX app handle NeMo-Run's parse_deps reads the job id from
 
 
-def collect_command(sweep_id: str, sweep_dir: Path, *, repo: Path, python: str | None = None) -> JobCommand:
+def collect_command(sweep_id: str, sweep_dir: Path, *, repo: Path, python: str | None = None,
+                    overrides: Sequence[str] = ()) -> JobCommand:
     """The collect of ``sweep_id`` (folder ``sweep_dir``) as a job command run in the checkout ``repo``.
 
-    ``python``: the interpreter (default this one, ``sys.executable``: the venv that submitted). The command changes
-    into ``repo`` first: the job's own ``code/`` folder is a copy of the committed tree without its git state, and
-    ``python -m`` puts the working folder first on ``sys.path``.
+    ``python``: the interpreter (default this one, ``sys.executable``: the venv that submitted). ``overrides``:
+    further Hydra overrides of the collect (``history.notify=env:NAME``), never a secret's value. The command
+    changes into ``repo`` first: the job's own ``code/`` folder is a copy of the committed tree without its git
+    state, and ``python -m`` puts the working folder first on ``sys.path``.
     """
     words = [python or sys.executable, "-m", "experiments.sweep", "action=collect", f"sweep_id={sweep_id}",
-             f"output_dir={Path(sweep_dir)}", "detach=true"]
+             f"output_dir={Path(sweep_dir)}", "detach=true", *overrides]
     return JobCommand(name=COLLECT_NAME, argv=("bash", "-c", f"cd {shlex.quote(str(repo))} && exec {shlex.join(words)}"))
 
 

@@ -167,11 +167,13 @@ class SlurmBackend:
             self._submitted_at[key] = time.time()
         return out
 
-    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None) -> JobHandle:
+    def submit_collect(self, sweep_id: str, after: list[str], secrets: Mapping[str, str] | None = None,
+                       overrides: tuple[str, ...] = ()) -> JobHandle:
         """Queue the sweep's collect as a Slurm job held until every job of ``after`` (Slurm job ids) has ended
         (``--dependency=afterany``, :mod:`launchers.collect_job`); it runs in this checkout, with this interpreter.
         ``secrets`` (name -> value, each name a secret's, CONTRACTS §10) join the profile's secrets: they travel in
-        sbatch's environment only, never in the script.
+        sbatch's environment only, never in the script; ``overrides`` (Hydra overrides, no secret) go on its
+        command.
 
         Raises:
             LaunchConfigError: an SSH profile (the nodes do not have this checkout) or no job ids.
@@ -180,7 +182,7 @@ class SlurmBackend:
         from launchers.collect_job import collect_command
         from launchers.submit import submit_collect
 
-        cmd = collect_command(sweep_id, self.sweep_dir, repo=self.repo)
+        cmd = collect_command(sweep_id, self.sweep_dir, repo=self.repo, overrides=overrides)
         request = self._request([cmd], "collect")
         if secrets:
             cluster = dataclasses.replace(self.cluster, env_vars={**self.cluster.env_vars, **secrets})

@@ -69,7 +69,7 @@ def run_action(action: str, composed: Any) -> Ended:
     check_usage(settings)
     check_settings(settings)
     series = {g: str((cfg.get(g) or {}).get("name")) for g in ("model", "cluster") if g in composed.keys}
-    sd = SweepDir(find_sweep(settings, preset, submitted=action != "run", series=series))
+    sd = SweepDir(find_sweep(settings, preset, submitted=action != "run", series=series, action=action))
     if settings.sweep_id == "latest" and not settings.output_dir:  # never act on a sweep without naming it, and why
         within = ", ".join([f"preset {preset}"] + [f"{g} {n}" for g, n in series.items()])
         kind = "sweep" if action == "run" else "sweep with a job submitted"
@@ -110,10 +110,10 @@ def _resume(sd: SweepDir, action: str, composed: Any, settings: Any) -> int:
     return drive(sd, settings, options, resume=True, collect_only=action == "collect", history=history)
 
 
-def _latest_key(manifest: Path, submitted: bool, series: dict[str, str]) -> str | None:
-    """The sweep id of ``manifest`` when it may be ``sweep_id=latest``: of the series ``series`` (model and cluster
-    names the command gave) and, with ``submitted``, with a job submitted; else None. The id starts with the UTC
-    creation time, so it orders sweeps whatever their folder is called."""
+def _latest_key(manifest: Path, submitted: bool, series: dict[str, str]) -> tuple[str, str] | None:
+    """The sweep id of ``manifest`` and its series (``<model> on <cluster>``) when it may be ``sweep_id=latest``: of
+    the series ``series`` (model and cluster names the command gave) and, with ``submitted``, with a job submitted;
+    else None. The id starts with the UTC creation time, so it orders sweeps whatever their folder is called."""
     try:
         doc = json.loads(manifest.read_text())
     except (OSError, ValueError):
@@ -125,11 +125,11 @@ def _latest_key(manifest: Path, submitted: bool, series: dict[str, str]) -> str 
     if submitted and not any(isinstance(a, dict) and a.get("job_id") for v in doc.get("variants") or []
                              if isinstance(v, dict) for a in v.get("attempts") or []):
         return None
-    return doc["sweep_id"]
+    return doc["sweep_id"], f"model={doc.get('model')} cluster={doc.get('cluster')}"
 
 
 def find_sweep(settings, preset: str | None = None, submitted: bool = False,
-               series: dict[str, str] | None = None) -> Path:
+               series: dict[str, str] | None = None, action: str = "run") -> Path:
     """The folder of ``sweep_id=`` (``output_dir`` or ``results/*/<id>``). Raises ConfigError if unknown.
 
     ``sweep_id=latest`` is the newest sweep (by its id, which starts with its UTC creation time, never by its
@@ -137,7 +137,10 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False,
     default preset), and of the model and cluster in ``series`` (those the command names); with ``submitted``
     (every action but a resume) only sweeps that had a job submitted count, so a later plan is never collected
     instead of tonight's nightly. ``output_dir`` of a sweep with a ``sweep_id`` of another sweep is refused
-    (ConfigError naming both), for every action.
+    (ConfigError naming both), for every action. Without both ``model=`` and ``cluster=`` and with the newest
+    sweep of ANOTHER series of the preset not yet collected (no ``report/summary.json``), ``latest`` would silently
+    leave that series' night unrecorded: refused (every ``action`` but ``status``, which says so) naming each series
+    and the ``model=``/``cluster=`` that picks it.
     """
     if settings.output_dir and SweepDir(Path(settings.output_dir)).exists():
         _same_sweep(settings.sweep_id, Path(settings.output_dir))
@@ -149,8 +152,8 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False,
     if settings.sweep_id == "latest":
         series = series or {}
         where = root / preset if preset else root / "*"
-        found = sorted((key, p.parent) for p in (where.glob("*/manifest.json") if preset
-                                                else root.glob("*/*/manifest.json"))
+        found = sorted((*key, p.parent) for p in (where.glob("*/manifest.json") if preset
+                                                 else root.glob("*/*/manifest.json"))
                        if (key := _latest_key(p, submitted, series)))
         if not found:
             what = "submitted sweep" if submitted else "sweep"
@@ -158,7 +161,19 @@ def find_sweep(settings, preset: str | None = None, submitted: bool = False,
             raise ConfigError(f"sweep_id=latest: no {what} of preset {preset or '*'}{of} under {where}/ (latest "
                               f"looks within one preset and the model and cluster given: pass sweep=<preset>, "
                               f"e.g. sweep=nightly)")
-        return found[-1][1]
+        chosen = found[-1]
+        if not {"model", "cluster"} <= set(series):
+            newest = {label: (key, folder) for key, label, folder in found}  # sorted: the last of each wins
+            others = sorted(f"{label} (sweep {key})" for label, (key, folder) in newest.items()
+                            if label != chosen[1] and not SweepDir(folder).summary_json.exists())
+            if others:
+                text = (f"sweep_id=latest is sweep {chosen[0]} ({chosen[1]}), but the newest sweep of another series "
+                        f"of preset {preset or '*'} is not collected yet: {'; '.join(others)}. Name the series: "
+                        f"add {chosen[1]} (or another's model= and cluster=), one command per series")
+                if action != "status":
+                    raise ConfigError(text)
+                print(f"note: {text}", file=sys.stderr)
+        return chosen[2]
     hits = sorted(root.glob(f"*/{settings.sweep_id}/manifest.json"))
     if not hits:
         known = sorted((p.parent.name for p in root.glob("*/*/manifest.json")), reverse=True)

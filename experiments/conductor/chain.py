@@ -34,6 +34,22 @@ def run_job_ids(m: Manifest) -> list[str]:
 PASSWORD_VARIABLES = (("url", "PGPASSWORD"), ("mlflow", "MLFLOW_TRACKING_PASSWORD"))
 
 
+NOTIFY_VARIABLE = "MOE_SWEEP_NOTIFY_SECRET"  # a secret's name (CONTRACTS §10): the job gets a direct webhook URL here
+
+
+def collect_handover(history: Mapping[str, Any] | None) -> tuple[dict[str, str], tuple[str, ...]]:
+    """What the chained collect needs of this command's history settings that the sweep does not store: the
+    passwords (:func:`collect_secrets`) and a webhook given as a URL (``history.notify=https://...``, stored masked:
+    a webhook URL is a secret), which the job gets as :data:`NOTIFY_VARIABLE` in its environment with
+    ``history.notify=env:MOE_SWEEP_NOTIFY_SECRET`` on its command. Returns (secrets, overrides)."""
+    secrets = collect_secrets(history)
+    notify = (history or {}).get("notify")
+    if isinstance(notify, str) and notify and not notify.startswith("env:") and "***" not in notify:
+        secrets[NOTIFY_VARIABLE] = notify
+        return secrets, (f"history.notify=env:{NOTIFY_VARIABLE}",)
+    return secrets, ()
+
+
 def collect_secrets(history: Mapping[str, Any] | None) -> dict[str, str]:
     """The passwords the chained collect's history step needs and the sweep does not store (CONTRACTS §10): for each
     of ``history.url`` and ``history.mlflow`` given on this command with a password (``user:pass@host``), that
@@ -56,7 +72,7 @@ def chain_collect(sw: Sweep, history: Mapping[str, Any] | None = None) -> str | 
     """Queue the collect job of the detached sweep ``sw`` behind its jobs in flight; returns its Slurm job id, or
     None when none was queued (``collect_job=false``, a backend that cannot, no job in flight, or sbatch refused:
     then a warning names the command that collects by hand). ``history``: this command's own history settings (URLs
-    with their passwords), whose passwords the job gets (:func:`collect_secrets`). Never raises for the scheduler:
+    with their passwords, a webhook URL), which the job gets (:func:`collect_handover`). Never raises for the scheduler:
     the runs are queued whatever happens to their collect."""
     from launchers.errors import LaunchError
 
@@ -68,7 +84,8 @@ def chain_collect(sw: Sweep, history: Mapping[str, Any] | None = None) -> str | 
     if not sw.backend.chains_collect or not after:
         return None
     try:
-        handle = sw.backend.submit_collect(m.sweep_id, after, secrets=collect_secrets(history))
+        secrets, overrides = collect_handover(history)
+        handle = sw.backend.submit_collect(m.sweep_id, after, secrets=secrets, overrides=overrides)
     except LaunchError as e:  # SchedulerError and LaunchConfigError: the runs stay queued
         print(f"warning: the collect job was not queued ({e}); collect with: {how}", file=sys.stderr)
         return None

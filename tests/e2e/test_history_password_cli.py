@@ -1,7 +1,8 @@
 """An unattended nightly whose history is a PostgreSQL database with the password in its URL, through the real CLI,
 the real local Slurm and a real PostgreSQL server, with neither ``PGPASSWORD`` nor a ``~/.pgpass`` anywhere:
 
-- the chained collect job gets the password through sbatch's environment (never a file) and records the night;
+- the chained collect job gets the password through sbatch's environment (never a file) and records the night,
+  and a webhook given as a URL (stored masked) the same way, so a failed night alerts;
 - a later hand ``action=collect`` without the password is refused before it waits for anything, touches nothing,
   and alerts that the night is not recorded;
 - a history step that fails after the report was written (a wrong password) says so in the last line and the
@@ -71,6 +72,18 @@ def _digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(".lock")}
 
 
+def _wait_for_collect_job(out: Path) -> str:
+    job = str(json.loads((out / "collect_job.json").read_text())["job_id"])
+    deadline, state = time.monotonic() + 1500, ""  # the local cluster is shared with other tests
+    while time.monotonic() < deadline:
+        state = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State,ExitCode"], capture_output=True,
+                               text=True).stdout.strip()
+        if state and state.split("|")[0] not in ("PENDING", "RUNNING", "REQUEUED", "COMPLETING"):
+            return state
+        time.sleep(3)
+    return state
+
+
 @pytest.mark.slurm
 @pytest.mark.usefixtures("slurm_cluster")
 def test_the_chained_collect_gets_the_urls_password_and_records_the_night(tmp_path, role_url):
@@ -78,21 +91,28 @@ def test_the_chained_collect_gets_the_urls_password_and_records_the_night(tmp_pa
     out = tmp_path / "s"
     res = run_sweep([*NIGHT, "cluster=local_slurm", "allow_dirty=true", f"output_dir={out}", f"history.url={url}"])
     assert res.returncode == 0 and "collect chained" in res.stdout, tail(res)
-    job = str(json.loads((out / "collect_job.json").read_text())["job_id"])
-    deadline = time.monotonic() + 1500  # the local cluster is shared with other tests
-    state = ""
-    while time.monotonic() < deadline:
-        state = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State,ExitCode"], capture_output=True,
-                               text=True).stdout.strip()
-        if state and state.split("|")[0] not in ("PENDING", "RUNNING", "REQUEUED", "COMPLETING"):
-            break
-        time.sleep(3)
+    state = _wait_for_collect_job(out)
     logs = "\n".join(p.read_text(errors="replace")[-3000:] for p in out.rglob("nemo_run/**/collect*/log-*.out"))
     assert state == "COMPLETED|0:0", (state, logs)
     sweep_id = json.loads((out / "manifest.json").read_text())["sweep_id"]
     assert _nights(url) == [sweep_id]
     assert json.loads((out / "report" / "history.json").read_text())["exit_code"] == 0
     assert _files_with(out, password) == []  # the password travelled in the job's environment only
+
+
+@pytest.mark.slurm
+@pytest.mark.usefixtures("slurm_cluster")
+def test_the_chained_collect_alerts_a_webhook_given_as_a_url(tmp_path, webhook):
+    out, hook = tmp_path / "s", f"{webhook.url}/TokenPart8812"
+    # expert parallelism 1 and no preflight: the overlap arm fails in its job, so the night alerts
+    res = run_sweep([*NIGHT, "cluster=local_slurm", "allow_dirty=true", f"output_dir={out}", "preflight=off",
+                     "model.expert_model_parallel_size=1", f"history.url=sqlite:///{tmp_path / 'h.db'}",
+                     f"history.notify={hook}"])
+    assert res.returncode == 0 and "collect chained" in res.stdout, tail(res)
+    assert _wait_for_collect_job(out) == "FAILED|3:0"
+    (alert,) = webhook.bodies
+    assert alert["exit_code"] == 3 and alert["failed"], alert
+    assert _files_with(out, "TokenPart8812") == []  # the URL travelled in the job's environment only
 
 
 def test_a_collect_without_the_password_is_refused_before_waiting_and_alerted(tmp_path, role_url, webhook):

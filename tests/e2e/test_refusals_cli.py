@@ -216,3 +216,26 @@ def test_an_unknown_sweep_id_lists_the_newest_sweeps_first_and_how_to_start_one(
     newest = ", ".join(reversed(ids[2:]))
     assert f"Known sweeps, newest first: {newest} (the newest 10 of 12)" in res.stderr, tail(res)
     assert "action=plan sweep_id=20990101-000000Z-abcdef, then action=run" in res.stderr, tail(res)
+
+
+@pytest.mark.slow
+def test_latest_without_model_and_cluster_never_skips_another_series_uncollected_night(tmp_path):
+    root = tmp_path / "results"
+    sweep = ["sweep=full", "dispatcher=alltoall", "overlap=off,on", "delay_wgrad=off", f"results_root={root}",
+             "poll_s=0.5"]
+    for model in ("tiny_moe", "qwen3_moe_1b"):  # two series of one preset, each night submitted, neither collected
+        res = run_sweep([*sweep, f"model={model}"])
+        assert res.returncode == 0, tail(res)
+    folders = sorted(p.parent for p in root.glob("full/*/manifest.json"))
+    for folder in folders:  # as a detached night stands before its collect: no report yet
+        shutil.rmtree(folder / "report")
+    res = run_sweep(["action=collect", "sweep_id=latest", "sweep=full", f"results_root={root}"])
+    assert res.returncode == 2, tail(res)
+    assert (f"the newest sweep of another series of preset full is not collected yet: model=tiny_moe cluster=local "
+            f"(sweep {folders[0].name})") in res.stderr, tail(res)
+    assert not any((f / "report").exists() for f in folders)
+    res = run_sweep(["action=status", "sweep_id=latest", "sweep=full", f"results_root={root}"])
+    assert res.returncode == 0 and "note: sweep_id=latest is sweep" in res.stderr, tail(res)
+    res = run_sweep(["action=collect", "sweep_id=latest", "sweep=full", "model=tiny_moe", "cluster=local",
+                     f"results_root={root}"])
+    assert res.returncode == 0 and (folders[0] / "report" / "summary.json").exists(), tail(res)

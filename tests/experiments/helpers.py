@@ -52,7 +52,7 @@ class UnscriptedBackend:
         for ref in refs:
             self.cancel(ref)
 
-    def submit_collect(self, sweep_id: str, after: list[str], secrets=None):  # noqa: ANN001, ANN201 - never called (chains_collect)
+    def submit_collect(self, sweep_id: str, after: list[str], secrets=None, overrides=()):  # noqa: ANN001, ANN201 - never called (chains_collect)
         raise AssertionError("no collect job for a scripted backend")
 
     def cancel_jobs(self, job_ids: list[str]) -> None:

@@ -48,3 +48,23 @@ def test_latest_names_the_sweep_before_acting_on_it(tmp_path, capsys):
     assert main(["action=status", "sweep=nightly", "sweep_id=latest", f"results_root={root}"]) == 0
     err = capsys.readouterr().err
     assert f"sweep_id=latest is sweep {newest} ({root / 'nightly' / newest}): the newest sweep with a job " in err
+
+
+def test_a_history_another_process_writes_warns_of_what_that_process_will_lack(tmp_path):
+    from experiments.checks import check_unattended_history
+
+    def warn(hist, detached=True, chained=True, **env):
+        return check_unattended_history({"history": {"enabled": True, **hist}}, detached=detached, chained=chained,
+                                        environ={"HOME": str(tmp_path), **env})
+
+    no_pw = {"url": "postgresql+psycopg://perf@db/perf"}
+    assert "without a password, and neither PGPASSWORD" in warn(no_pw)[0]
+    assert warn(no_pw, PGPASSWORD="x") == [] and warn(no_pw, detached=False) == []
+    (tmp_path / ".pgpass").write_text("db:5432:perf:perf:pw\n")
+    assert warn(no_pw) == []
+    with_pw = {"url": "postgresql+psycopg://perf:pw@db/perf"}
+    assert warn(with_pw) == []  # the chained collect job gets it in its environment
+    assert "later action=collect needs PGPASSWORD" in warn(with_pw, chained=False)[0]
+    hook = {"url": "sqlite:///h.db", "notify": "https://hooks.example/T0/B0/x"}
+    assert warn(hook) == [] and warn({**hook, "notify": "env:HOOK"}, chained=False) == []
+    assert "history.notify is a webhook URL" in warn(hook, chained=False)[0]

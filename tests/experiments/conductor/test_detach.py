@@ -81,7 +81,7 @@ class Queued(DoneBackend):
     def poll(self, refs):
         return {r.task: JobState("submitted", job_id="1") for r in refs}
 
-    def submit_collect(self, sweep_id, after, secrets=None):
+    def submit_collect(self, sweep_id, after, secrets=None, overrides=()):
         if self.refuse:
             raise SchedulerError("sbatch: error: Batch job submission failed: Invalid account")
         self.chained.append((sweep_id, list(after)))
