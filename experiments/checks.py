@@ -227,6 +227,18 @@ def check_unattended_history(cfg: dict[str, Any], *, detached: bool, chained: bo
     return out
 
 
+def check_remote_bare_metal(cluster: Any) -> str | None:
+    """A profile reached over SSH without a container image runs the payload with the ``python`` the cluster's
+    job shell finds first on its PATH (launchers/slurm.py ``default_python``), which this machine cannot check: a
+    plan-time warning saying what it needs, or None."""
+    if not cluster.remote or cluster.container_image:
+        return None
+    return ("cluster.container_image is null and the cluster is reached over SSH: the jobs run the payload with the "
+            "`python` first on the job's PATH there, which needs torch and megatron-core (and Megatron-Bridge to "
+            "train); without them every run fails with payload_error core_missing. Set cluster.container_image, or "
+            "install that stack into the python the cluster's job shell finds first")
+
+
 def check_secret_env(cluster: Any, environ: dict[str, str] | None = None) -> str | None:
     """The ``cluster.secret_env`` names set neither in this environment nor in ``cluster.env_vars``: their jobs
     would run without them (sbatch exports only what the submitting shell has, launchers/envvars.py). A plan-time

@@ -37,6 +37,7 @@ from experiments.blocks import (
 from experiments.checks import (
     check_all,
     check_git,
+    check_remote_bare_metal,
     check_secret_env,
     check_secret_values,
     check_train_gpus,
@@ -211,6 +212,7 @@ def make_plan(overrides: list[str] | Composed, now: dt.datetime | None = None) -
     sha, dirty = git_state()
     chained = cluster.executor == "slurm" and not cluster.remote and bool(settings.collect_job)
     notes = tuple(n for n in (check_git(settings, cluster.executor, dirty), check_secret_env(cluster),
+                              check_remote_bare_metal(cluster),
                               *check_unattended_history(cfg, detached=bool(settings.detach) and cluster.executor
                                                         == "slurm", chained=chained)) if n)
     conformance = plan_doc(cfg, exp.container.tests_dir)

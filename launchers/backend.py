@@ -59,6 +59,11 @@ class Backend(Protocol):
 
     def find_submitted(self, refs: list[RunRef]) -> dict[str, JobHandle]: ...
 
+    def find_items(self, names: Mapping[str, str]) -> dict[str, JobHandle]:
+        """Jobs of this sweep by the name of the item each was submitted as (``key -> item name``: the jobs before
+        the arms), adopted under their key; where the backend cannot look jobs up, none."""
+        ...
+
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]: ...
 
     def cancel(self, ref: RunRef) -> None:
@@ -274,6 +279,10 @@ class LocalBackend:
         found = find_local_jobs(self.sweep_dir, refs)
         self.adopt(list(found.values()))
         return found
+
+    def find_items(self, names: Mapping[str, str]) -> dict[str, JobHandle]:
+        """None: a local job before the arms is a child of the conductor that started it and ends with it."""
+        return {}
 
     def poll(self, refs: list[RunRef]) -> dict[str, JobState]:
         out = {}

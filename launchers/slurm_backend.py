@@ -84,9 +84,6 @@ class SlurmBackend:
         Raises:
             SchedulerError: squeue or sacct failed.
         """
-        from launchers.slurm import JOB_NAME_PREFIX
-        from launchers.track import find_by_name
-
         if self.remote or self.pack or not refs:  # packed steps share one allocation's name: not looked up
             return {}
         from launchers.procs import wait_for_submitters
@@ -96,17 +93,33 @@ class SlurmBackend:
         if waited:
             print(f"note: waited for {len(waited)} sbatch process(es) of the conductor that stopped (pids "
                   f"{', '.join(map(str, waited))}) before looking its jobs up", file=sys.stderr)
-        names = {f"{JOB_NAME_PREFIX}{run_spec(self.sweep_dir, r, 'train', 0).name}": r for r in refs}
+        return self.find_items({r.task: run_spec(self.sweep_dir, r, "train", 0).name for r in refs})
+
+    def find_items(self, names: Mapping[str, str]) -> dict[str, JobHandle]:
+        """Jobs of this sweep by the name of the item each was submitted as (``key -> item name``, e.g. the fabric
+        probe's ``fabric_probe``; Slurm's job name is ``moe.<name>``), in squeue and sacct, whatever their state,
+        kept only when sbatch's script lies inside this sweep folder. Found jobs are adopted under their key. Login
+        node only (over SSH nothing is found).
+
+        Raises:
+            SchedulerError: squeue or sacct failed.
+        """
+        from launchers.slurm import JOB_NAME_PREFIX
+        from launchers.track import find_by_name
+
+        if self.remote or not names:
+            return {}
+        keys = {f"{JOB_NAME_PREFIX}{name}": key for key, name in names.items()}
         out: dict[str, JobHandle] = {}
-        for name, (job_id, script_path) in find_by_name(list(names), self._shell(), under=self.sweep_dir).items():
+        for name, (job_id, script_path) in find_by_name(list(keys), self._shell(), under=self.sweep_dir).items():
             sbatch = Path(script_path)
             if self.sweep_dir not in sbatch.parents:
                 continue
-            ref = names[name]
+            key = keys[name]
             job_dir = sbatch.parent / sbatch.name.removesuffix("_sbatch.sh")  # the task folder beside its script
             script = sbatch.read_text() if sbatch.is_file() else None
-            self._subs[ref.task] = out[ref.task] = JobHandle(ref.task, job_id, job_dir=str(job_dir), script=script)
-            self._submitted_at[ref.task] = time.time() - 3600
+            self._subs[key] = out[key] = JobHandle(key, job_id, job_dir=str(job_dir), script=script)
+            self._submitted_at[key] = time.time() - 3600
         return out
 
     def launch(self, refs: list[RunRef], mode: str, stage: int) -> dict[str, JobHandle]:

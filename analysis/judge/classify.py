@@ -55,8 +55,10 @@ from analysis.judge.findings import (
     EVIDENCE_LINES,
     FLEX_HINT,
     KILL_EXIT_CODES,
+    PAYLOAD_DOC_RE,
     _findings,
     _hosts,
+    payload_reason,
 )
 from analysis.judge.labels import label_issues
 from analysis.judge.records import Finding
@@ -243,8 +245,14 @@ def classify(
                 return Verdict("ok_with_warning", reason, (sched_line,), ("stopped_after_validation",),
                                notes=not_run)
             return Verdict("validated", None, notes=not_run)
-        return Verdict("failed", "preflight_reject", tuple(str(m) for m in checks.get("messages") or ())
-                       or ("validate mode: checks failed without a message",), ("validate",))
+        messages = tuple(str(m) for m in checks.get("messages") or ())
+        diagnosed = next((d for d in map(PAYLOAD_DOC_RE.match, messages) if d), None)
+        if diagnosed and str(effective.get("written_at", "")).startswith("error"):
+            # the payload stopped before the config was built (its own diagnosis, CONTRACTS §5.1): an environment
+            # gap such as megatron.core missing where the job ran is no rejection of the configuration
+            return Verdict("failed", payload_reason(diagnosed.group("kind")), messages, ("validate",))
+        return Verdict("failed", "preflight_reject", messages or ("validate mode: checks failed without a message",),
+                       ("validate",))
     running = sched in ("running", "submitted")
     if sched == "cancelled" and (log is None or not log.files):
         # cancelled before it wrote a log (a pending job the user cancelled, Ctrl-C locally): no result, and not

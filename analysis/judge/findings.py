@@ -22,6 +22,18 @@ _PAYLOAD_RE = re.compile(r"\[payload\] error (?P<code>\d+) (?P<kind>\w+): (?P<ca
 # payload error kinds (experiments/payload/errors.py) -> reasons; every other kind is "payload_error"
 _PAYLOAD_REASONS = {"check_failed": "preflight_reject", "mismatch": "label_mismatch", "env_mismatch": "label_mismatch",
                     "interrupted": "cancelled", "training_failed": "_training_failed"}
+# the payload's diagnosis as its effective_config.json records it: "payload: <kind> (<code>): <cause>"
+PAYLOAD_DOC_RE = re.compile(r"payload: (?P<kind>\w+) \((?P<code>\d+)\): ")
+
+
+def payload_reason(kind: str) -> str:
+    """The failure reason of a payload error ``kind`` (experiments/payload/errors.py): the library's own check is
+    ``preflight_reject``, a label problem ``label_mismatch``, an interrupt ``cancelled``; every other kind (an
+    environment gap such as ``core_missing`` or ``bridge_missing``, a bad variant file, ...) is ``payload_error``."""
+    reason = _PAYLOAD_REASONS.get(kind, "payload_error")
+    return "payload_error" if reason.startswith("_") else reason
+
+
 _PLUMBING_RE = re.compile(r"AttributeError: 'NoneType' object has no attribute '(\w+)'")
 _PLUMBING_HINT = re.compile(r"overlap|wgrad|dispatcher|comm_|flex|moe_", re.I)
 # a frame or message inside the dispatcher: DeepEP/HybridEP packages, Megatron's fused_a2a wrapper, their kernels

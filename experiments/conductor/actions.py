@@ -86,7 +86,8 @@ def run_action(action: str, composed: Any) -> Ended:
         from experiments.conductor.cancel import cancel_sweep
 
         before = cancelled_by_user(sd)
-        return after_cancel(sd, cancel_sweep(sd), before)
+        rc, prearm = cancel_sweep(sd)
+        return after_cancel(sd, rc, before, prearm)
     with _lease(sd, "collect" if action == "collect" else "resume"):
         rc = _resume(sd, action, composed, settings)
     return after_run(sd, rc)

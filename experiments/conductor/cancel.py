@@ -168,11 +168,13 @@ def _cancel_collect_job(sd: SweepDir, backend: Any) -> str | None:
     return job_id
 
 
-def cancel_sweep(sd: SweepDir) -> int:
+def cancel_sweep(sd: SweepDir) -> tuple[int, list[str]]:
     """``action=cancel`` (module docstring). Returns 0, or 5 when the conductor holding the sweep did not stop
-    within ``CANCEL_WAIT_S`` seconds (the request stays: it stops at its next round)."""
+    within ``CANCEL_WAIT_S`` seconds (the request stays: it stops at its next round); and the jobs before the arms
+    it cancelled itself (:func:`experiments.conductor.prearm.stop_prearm_jobs`)."""
     from experiments.conductor.backends import make_backend
     from experiments.conductor.lease import LeaseHeld, acquire, read_holder
+    from experiments.conductor.prearm import stop_prearm_jobs
 
     before = Manifest.load(sd)
     was = {r.task: _describe(before, r) for r in before.refs(UNFINISHED)}
@@ -194,7 +196,7 @@ def cancel_sweep(sd: SweepDir) -> int:
                     print(f"error: {e}; it did not stop within {CANCEL_WAIT_S:.0f} s. The cancel request stays in "
                           f"{path}: the conductor stops at its next round", file=sys.stderr)
                     path = None  # type: ignore[assignment]  # keep the request for the conductor
-                    return ExitCode.INFRA
+                    return ExitCode.INFRA, []
                 time.sleep(0.2)
         with lease:
             if lease.note:
@@ -212,6 +214,7 @@ def cancel_sweep(sd: SweepDir) -> int:
                     was[r.task] = _describe(m, r, found[r.task].job_id if r.task in found else None)
                 backend.stop(refs)
                 chained = _cancel_collect_job(sd, backend) if refs else None
+                prearm = stop_prearm_jobs(backend)  # the preflight, conformance or fabric probe job, if one is live
             finally:
                 backend.close()
             writer = ManifestWriter(sd, m)  # one locked write, as a conductor's round
@@ -238,11 +241,13 @@ def cancel_sweep(sd: SweepDir) -> int:
                     lines.append(f"not stopped {what}: it had ended ({now})")
             if chained:
                 lines.append(f"stopped the chained collect job {chained}")
+            lines += [f"stopped the {what}" for what in prearm]
             for line in lines:
                 print(line)
-            n = sum(1 for line in lines if line.startswith("stopped") and "collect job" not in line)
+            n = sum(1 for line in lines if line.startswith("stopped") and "collect job" not in line
+                    and not line.startswith("stopped the "))
             print(f"cancelled {n} unfinished run(s) of sweep {m.sweep_id}")
-            return ExitCode.OK
+            return ExitCode.OK, prearm
     finally:
         if path is not None:
             try:

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
-from contracts.atomic import write_bytes
 from contracts.manifest import Manifest
-from contracts.records import RunRef
 from contracts.statuses import ManifestStatus
-from experiments.conductor.collect import log_name
-from experiments.conductor.progress import RunView
+from experiments.conductor.prearm import run_prearm
 from experiments.conformance import RESULT_FILE, covered, suite_failed
 from launchers.spec import JobCommand
 
@@ -26,22 +22,10 @@ def run_conformance(sw) -> None:
     doc = m.extra.get("conformance")
     if not doc or doc.get("status") != "planned":
         return
-    ref = RunRef(FOLDER, 0, 1)
     out = (sd.root / FOLDER).resolve()
     argv = (sys.executable, "-m", "experiments.conformance", doc["dir"], str(out),
             *[f"{s['name']}={s['file']}" for s in doc["suites"]])
-    view = RunView(ref.task, "conformance tests", 1, 0, state="submitted")
-    h = sw.backend.submit_item(ref.task, JobCommand(name=FOLDER, argv=argv), FOLDER)
-    view.job_id = h.job_id
-    st = sw.backend.poll([ref])[ref.task]
-    while not st.final:
-        time.sleep(1.0)
-        st = sw.backend.poll([ref])[ref.task]
-        view.state = str(st.status)
-        sw.display.update([view])
-    for src in sw.backend.log_files(ref):
-        if src.exists():
-            write_bytes(out / "logs" / log_name(src, ref), src.read_bytes())
+    run_prearm(sw, FOLDER, JobCommand(name=FOLDER, argv=argv), "conformance tests", out / "logs")
     try:
         results = json.loads((out / RESULT_FILE).read_text())
     except (OSError, ValueError):

@@ -30,6 +30,7 @@ from experiments.conductor.chain import chain_collect
 from experiments.conductor.collect import secret_values
 from experiments.conductor.fabric import FabricGateFailed, fabric_gate
 from experiments.conductor.gates import open_gates, reference_step, undecided
+from experiments.conductor.prearm import stop_leftover_prearm
 from experiments.conductor.progress import Display
 from experiments.conductor.recover import SubmitError
 from experiments.conductor.revision import warn_revision
@@ -87,7 +88,8 @@ def _drive(sw: Sweep, settings: Any, options: Options, *, resume: bool, collect_
                 container_preflight(sw)
             if resume:  # adopt what an earlier conductor left in flight (it may have died any way): never twice
                 reattach(sw)
-            fabric_gate(sw)  # Slurm over several nodes: slow nodes named, then excluded or the sweep stops
+                stop_leftover_prearm(sw, keep=("fabric",))  # a resume runs no preflight or conformance job again
+            fabric_gate(sw, resume)  # Slurm over several nodes: slow nodes named, then excluded or the sweep stops
             pending = runs_to_submit(sd, sw.m)
             track(sw, pending, detach)
             if detach:

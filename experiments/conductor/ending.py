@@ -128,8 +128,9 @@ def cancelled_by_user(sd: SweepDir) -> int:
     return sum(a.status == ManifestStatus.CANCELLED and "cancelled_by_user" in a.flags for a in latest)
 
 
-def after_cancel(sd: SweepDir, rc: int, before: int) -> Ended:
-    """``action=cancel``: what it cancelled (``before``: :func:`cancelled_by_user` before the command)."""
+def after_cancel(sd: SweepDir, rc: int, before: int, prearm: list[str] | None = None) -> Ended:
+    """``action=cancel``: what it cancelled (``before``: :func:`cancelled_by_user` before the command; ``prearm``:
+    the jobs before the arms it cancelled, ``"<item> (job <id>, was <status>)"``)."""
     if rc != ExitCode.OK:
         return Ended(rc, "the cancel did not finish: the conductor did not stop; the request stays (see above)")
     try:
@@ -137,9 +138,12 @@ def after_cancel(sd: SweepDir, rc: int, before: int) -> Ended:
     except Exception:  # noqa: BLE001
         return Ended(rc, "cancel done")
     mine = cancelled_by_user(sd) - before
-    if mine <= 0:
+    jobs = f"; cancelled {', '.join(prearm)}" if prearm else ""
+    if mine <= 0 and not prearm:
         return Ended(rc, f"nothing cancelled, no run was unfinished: {sweep_state(sd, m).describe()}")
-    return Ended(rc, f"cancelled {mine} run(s) of sweep {m.sweep_id}; nothing more is launched")
+    if mine <= 0:
+        return Ended(rc, f"cancelled {', '.join(prearm)}; no run was unfinished: {sweep_state(sd, m).describe()}")
+    return Ended(rc, f"cancelled {mine} run(s) of sweep {m.sweep_id}{jobs}; nothing more is launched")
 
 
 def after_plan(root: str, runs: int) -> Ended:

@@ -22,16 +22,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.atomic import write_bytes
 from contracts.errors import ConfigError
 from contracts.manifest import Manifest
-from contracts.records import RunRef
-from experiments.conductor.collect import log_name
-from experiments.conductor.progress import RunView
+from experiments.conductor.prearm import run_prearm
 from launchers.spec import JobCommand
 
 FOLDER = "fabric"
@@ -130,10 +126,12 @@ def excluded_nodes(m: Manifest) -> list[str]:
     return list((m.extra.get(RECORD) or {}).get("excluded") or [])
 
 
-def fabric_gate(sw: Any) -> None:
+def fabric_gate(sw: Any, resume: bool = False) -> None:
     """Run the gate for the sweep ``sw`` (a tracking.Sweep) once: nothing when ``fabric_probe`` is off; when the
     manifest already records the probe (a resume), only its exclusion is applied again, unless that verdict stopped
-    the sweep (:func:`stopped_the_sweep`): then the probe runs again. Prints what it measured and decided.
+    the sweep (:func:`stopped_the_sweep`): then the probe runs again, following the probe job an earlier conductor
+    left queued or running, if any (:func:`experiments.conductor.prearm.run_prearm`). Prints what it measured and
+    decided.
 
     Raises:
         FabricGateFailed: the probe job did not write its figures, or slow nodes with ``fabric.action=fail``.
@@ -151,21 +149,11 @@ def fabric_gate(sw: Any) -> None:
     out = (sw.sd.root / FOLDER).resolve()
     if before and (out / PROBE_FILE).exists():  # the stopping probe's figures stay, named by its job
         (out / PROBE_FILE).replace(out / f"fabric_probe.{before.get('job_id')}.json")
-    ref = RunRef("fabric", 0, 1)
     argv = (sys.executable, "-m", "experiments.fabric_probe", str(out), "--bytes-per-peer", str(fs.bytes_per_peer),
             "--iters", str(fs.iters))
-    view = RunView(ref.task, f"fabric probe over {fs.nodes} nodes", 1, 0, state="submitted")
-    h = sw.backend.submit_item(ref.task, JobCommand(name="fabric_probe", argv=argv, nodes=fs.nodes), "fabric")
-    view.job_id = h.job_id
-    st = sw.backend.poll([ref])[ref.task]
-    while not st.final:
-        time.sleep(min(1.0, float(sw.settings.poll_s)))
-        st = sw.backend.poll([ref])[ref.task]
-        view.state = str(st.status)
-        sw.display.update([view])
-    for src in sw.backend.log_files(ref):
-        if src.exists():
-            write_bytes(out / "logs" / log_name(src, ref), src.read_bytes())
+    h, st = run_prearm(sw, "fabric", JobCommand(name="fabric_probe", argv=argv, nodes=fs.nodes),
+                       f"fabric probe over {fs.nodes} nodes", out / "logs", resume=resume,
+                       poll_s=min(1.0, float(sw.settings.poll_s)))
     try:
         doc = json.loads((out / PROBE_FILE).read_text())
         pairs = [{"nodes": list(p["nodes"]), "bandwidth_gbps": p["bandwidth_gbps"], "latency_us": p["latency_us"]}

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
-from contracts.atomic import write_bytes
 from contracts.manifest import Manifest
-from contracts.records import RunRef
 from contracts.statuses import ManifestStatus
-from experiments.conductor.collect import log_name
-from experiments.conductor.progress import RunView
+from experiments.conductor.prearm import run_prearm
 from experiments.payload.validate_all import SUMMARY_FILE
 from launchers.errors import SchedulerError
 from launchers.spec import JobCommand
@@ -32,23 +28,11 @@ def container_preflight(sw) -> None:
     names = [v.name for v in m.variants if v.status in (ManifestStatus.PLANNED, ManifestStatus.GATED)]
     if not names:
         return
-    ref = RunRef("preflight", 0, 1)
     out = sd.preflight.resolve()
     argv = (sys.executable, "-m", "experiments.payload.validate_all",
             *[str(sd.variant_json(n).resolve()) for n in names], str(out))
-    view = RunView(ref.task, "container preflight", 1, 0, state="submitted")
-    h = sw.backend.submit_item(ref.task, JobCommand(name="preflight", argv=argv), "preflight")
-    view.job_id = h.job_id
-    st = sw.backend.poll([ref])[ref.task]
-    while not st.final:
-        time.sleep(1.0)
-        st = sw.backend.poll([ref])[ref.task]
-        view.state = str(st.status)
-        sw.display.update([view])
     logs = out / "logs"
-    for src in sw.backend.log_files(ref):
-        if src.exists():
-            write_bytes(logs / log_name(src, ref), src.read_bytes())
+    h, st = run_prearm(sw, "preflight", JobCommand(name="preflight", argv=argv), "container preflight", logs)
     if not (out / SUMMARY_FILE).exists():  # the job itself failed (it could not start or check): not a verdict
         raise SchedulerError(f"the container preflight job {h.job_id} ended {st.status} without {out / SUMMARY_FILE}; "
                              f"nothing was pruned or run (its log: {logs})")

@@ -377,3 +377,33 @@ def test_validate_mode_checks_the_label_before_validated():
     assert any("overlap_moe_expert_parallel_comm" in e for e in v.evidence)
     same = effective_config("a2a.ovl1.dw0", ovl_on, mode="validate")
     assert classify(None, expect=Expectation(mode="validate", requested=ovl_on), effective=same).status == "validated"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["core_missing", "check_failed"])  # -S: no site-packages, so no megatron.core
+def test_a_validate_run_the_payload_stopped_on_an_environment_gap_is_a_payload_error(tmp_path, kind):
+    """The real payload in validate mode: where megatron.core cannot be imported (``python -S``: no site-packages)
+    it writes its own diagnosis (exit 13, core_missing) and the run is ``payload_error``, never
+    ``preflight_reject`` (a configuration the library rejected); a real rejection stays ``preflight_reject``."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    plan = tmp_path / "s"
+    ep1 = ["model.expert_model_parallel_size=1", "preflight=off"] if kind == "check_failed" else []
+    subprocess.run([sys.executable, "-m", "experiments.sweep", "action=plan", "cluster=local_slurm",
+                    f"output_dir={plan}", "sweep=full", "dispatcher=alltoall", "overlap=on", "delay_wgrad=off", *ep1],
+                   cwd=root, check=True, capture_output=True)
+    flags = ["-S"] if kind == "core_missing" else []
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, *flags, "-m", "experiments.train",
+                          str(plan / "variants" / "a2a.ovl1.dw0" / "variant.json"), str(out), "--mode", "validate"],
+                         cwd=root, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    assert res.returncode == (13 if kind == "core_missing" else 1), res.stdout + res.stderr
+    eff = json.loads((out / "effective_config.json").read_text())
+    v = classify(parse_lines(res.stdout.splitlines()), expect=Expectation(mode="validate"), effective=eff)
+    assert v.status == "failed"
+    assert v.reason == ("payload_error" if kind == "core_missing" else "preflight_reject"), v

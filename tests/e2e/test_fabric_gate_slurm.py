@@ -1,7 +1,9 @@
 """The fabric gate on the local multi-node Slurm (emulated nodes n1..n4 of this host, their own loopback addresses):
 a sweep with ``cluster.nodes=2`` probes three nodes before its arms. With one node's probe workers throttled by a
-SIGSTOP/SIGCONT duty cycle (stopped 95% of the time from their start: a real slow node, never a faked figure) that
-node is named and every arm's job excludes it; without the throttle the probe passes and nothing is excluded.
+SIGSTOP/SIGCONT duty cycle (stopped 95% of the time from when they join the probe's process group until its figures
+are written: a real slow node, never a faked figure) that node is named and every arm's job excludes it, or, with
+``fabric.action=fail``, the sweep stops before any arm is submitted; without the throttle the probe passes and
+nothing is excluded.
 
 The factor is 5 here, not the default 2: on this 2-core machine, shared by the other tests, an unthrottled pair's
 latency varied up to 3.1x between pairs. The all-to-all is 16 MiB per peer (about 40 ms here), longer than the
@@ -21,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from contracts.procfs import environ, pids
-from tests.e2e.cli import spawn_sweep
+from experiments.conductor.fabric import FOLDER, PROBE_FILE
+from tests.e2e.cli import run_sweep, spawn_sweep
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.megatron, pytest.mark.usefixtures("slurm_cluster")]
 BASE = ["cluster=local_slurm", "cluster.nodes=2", "allow_dirty=true", "poll_s=1", "sweep=full",
@@ -57,12 +60,22 @@ def _workers(job: str) -> dict[int, tuple[str, int]]:
     return out
 
 
-def _throttle(job: str, ranks: int, done: threading.Event, victim: list[str]) -> None:
+def _joined(pid: int) -> bool:
+    """True once ``pid`` holds a socket: its rank has connected to the job's store (``init_process_group``, after
+    its imports), or it has ended."""
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:") for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return not Path(f"/proc/{pid}").exists()
+
+
+def _throttle(job: str, ranks: int, done: threading.Event, victim: list[str], written: Path) -> None:
     """Throttle the node the probe measures last: the probe orders the nodes by their first rank and measures the
-    pairs in that order, so the last node's pairs come second and third. From when all of the job's ``ranks``
-    workers have started (while they import torch: starting later, when they join the process group, missed the
-    all-to-alls, which take about a second), its workers are stopped STOPPED_S of every STOPPED_S + RUNNING_S
-    seconds until ``done`` or they end. Its name goes into ``victim``."""
+    pairs in that order, so the last node's pairs come second and third. From when its workers have joined the
+    job's process group (:func:`_joined`; the first pair's all-to-alls, about a second, are still to come then, and
+    its torch imports run at full speed: throttled, they took most of the test's time), its workers are stopped
+    STOPPED_S of every STOPPED_S + RUNNING_S seconds until ``done``, they end, or the probe has ``written`` its
+    figures (their teardown, throttled, would only hold the job). Its name goes into ``victim``."""
     workers: dict[int, tuple[str, int]] = {}
     while not done.is_set() and len(workers) < ranks:
         workers = _workers(job)
@@ -73,8 +86,10 @@ def _throttle(job: str, ranks: int, done: threading.Event, victim: list[str]) ->
     node = max(first_rank, key=lambda n: first_rank[n])
     victim.append(node)
     victims = [p for p, (n, _) in workers.items() if n == node]
+    while not done.is_set() and not all(_joined(p) for p in victims):
+        time.sleep(0.01)
     try:
-        while not done.is_set() and any(Path(f"/proc/{p}").exists() for p in victims):
+        while not done.is_set() and not written.exists() and any(Path(f"/proc/{p}").exists() for p in victims):
             for sig, pause in ((signal.SIGSTOP, STOPPED_S), (signal.SIGCONT, RUNNING_S)):
                 for pid in victims:
                     try:
@@ -112,7 +127,8 @@ def _throttled_sweep(args: list[str]) -> tuple[int, str, str]:
     try:
         job, nodes = _probe_job(out)
         assert len(nodes) == 3, nodes
-        t = threading.Thread(target=_throttle, args=(job, 3 * GPUS_PER_NODE, done, chosen), daemon=True)
+        t = threading.Thread(target=_throttle, daemon=True,
+                             args=(job, 3 * GPUS_PER_NODE, done, chosen, out / FOLDER / PROBE_FILE))
         t.start()
         rc = p.wait(timeout=900)
     finally:
@@ -152,7 +168,8 @@ def test_with_action_fail_a_throttled_node_stops_the_sweep_before_any_arm_is_sub
     records the verdict, and the scheduler never saw an arm: the probe is the sweep's only job."""
     out = tmp_path / "s"
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
-    rc, err, victim = _throttled_sweep([*BASE, "fabric.action=fail", f"output_dir={out}"])
+    # preflight=off: no arm runs, so their static check would only add its seconds
+    rc, err, victim = _throttled_sweep([*BASE, "fabric.action=fail", "preflight=off", f"output_dir={out}"])
     assert rc == 5, err[-3000:]
     assert f"fabric probe: node {victim} is slower than the rest by more than 5x" in err, err[-3000:]
     assert f"error: fabric gate: slow node(s) {victim} (fabric.action=fail): no arm was run" in err, err[-3000:]
@@ -173,3 +190,45 @@ def test_without_a_throttle_the_probe_passes_and_nothing_is_excluded(tmp_path):
     assert "fabric probe: passed (3 nodes, none slower than the rest by 5x)" in err, err[-3000:]
     fabric = json.loads((out / "manifest.json").read_text())["fabric"]
     assert fabric["slow"] == {} and fabric["excluded"] == [] and len(fabric["pairs"]) == 3, fabric
+
+
+def _sweep_id(out: Path) -> str:
+    return json.loads((out / "manifest.json").read_text())["sweep_id"]
+
+
+def _state(job: str) -> str:
+    return subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-o", "State"], capture_output=True,
+                          text=True).stdout.strip().split(" ")[0]
+
+
+def test_cancel_during_the_probe_cancels_the_probe_job(tmp_path):
+    out = tmp_path / "s"
+    p = spawn_sweep([*BASE, f"output_dir={out}"])
+    try:
+        job, _ = _probe_job(out)
+        res = run_sweep(["action=cancel", f"sweep_id={_sweep_id(out)}", f"output_dir={out}"])
+        rc = p.wait(timeout=300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    _, err = p.communicate()
+    assert res.returncode == 0 and rc == 130, (res.stderr[-2000:], err[-2000:])
+    said = err + res.stdout + res.stderr
+    assert f"(job {job}" in said and "fabric" in said, said[-3000:]
+    deadline = time.time() + 60
+    while _state(job) not in ("CANCELLED", "COMPLETED", "FAILED") and time.time() < deadline:
+        time.sleep(1)
+    assert _state(job) == "CANCELLED", _state(job)  # stopped, not left to run on three nodes for nobody
+
+
+def test_a_resume_after_a_kill_during_the_probe_follows_that_probe_job(tmp_path):
+    out = tmp_path / "s"
+    p = spawn_sweep([*BASE, f"output_dir={out}"])
+    job, _ = _probe_job(out)
+    p.kill()  # SIGKILL: the conductor leaves its probe job running
+    p.communicate()
+    res = run_sweep(["action=run", f"sweep_id={_sweep_id(out)}", f"output_dir={out}"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"following job {job}, which a conductor before this one submitted" in res.stderr, res.stderr[-3000:]
+    assert json.loads((out / "manifest.json").read_text())["fabric"]["job_id"] == job  # one probe, never two
+    assert _state(job) == "COMPLETED"

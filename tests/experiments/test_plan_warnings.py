@@ -68,3 +68,14 @@ def test_a_history_another_process_writes_warns_of_what_that_process_will_lack(t
     hook = {"url": "sqlite:///h.db", "notify": "https://hooks.example/T0/B0/x"}
     assert warn(hook) == [] and warn({**hook, "notify": "env:HOOK"}, chained=False) == []
     assert "history.notify is a webhook URL" in warn(hook, chained=False)[0]
+
+
+def test_a_profile_over_ssh_without_an_image_warns_what_the_remote_python_needs():
+    from types import SimpleNamespace
+
+    from experiments.checks import check_remote_bare_metal
+
+    said = check_remote_bare_metal(SimpleNamespace(remote=True, container_image=None))
+    assert said and "payload_error core_missing" in said
+    assert check_remote_bare_metal(SimpleNamespace(remote=True, container_image="nvcr.io/nvidia/nemo:26.04")) is None
+    assert check_remote_bare_metal(SimpleNamespace(remote=False, container_image=None)) is None
