@@ -5,7 +5,9 @@ to ``--out``, default ``./report``). Writes summary.json, report.md, report.html
 
 Exit codes (CONTRACTS §5): 0 every kept run good; 3 a run failed / incomplete / insufficient / invalid; 4 no bad
 run but a slower verdict or a loss divergence; 2 usage error (missing path, unknown baseline, bad option, ``--out``
-naming a file, a sweep folder that cannot be written without ``--out``; nothing is written); 1 bug.
+naming a file or a path under a file, a sweep folder that cannot be written without ``--out``; nothing is
+written); 5 the report cannot be written (``--out`` on a read-only file system, a full disk: "... was not written
+(<reason>)"); 1 bug.
 
 A thin CLI beside the Python API (:mod:`analysis.api`), over the same functions (:mod:`analysis.analyze`,
 :mod:`analysis.reportset`). Only ``--out`` (or, without it, ``<sweep>/report/``) is
@@ -21,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.options import Options, UsageError
-from contracts.exits import ExitCode, combine
+from contracts.atomic import BadTarget, check_target
+from contracts.exits import ExitCode, combine, in_print_order
 
 __all__ = ["main"]
 
@@ -53,13 +56,14 @@ def _check_out(out: Path | None, sweeps: list[Path]) -> None:
     """Where the report goes must be a folder this process can write, before anything is analysed or written.
 
     Raises:
-        UsageError: ``--out`` names a file; or, without ``--out``, a sweep folder (or its ``report/``) is not
+        UsageError: ``--out`` names a file or a path under a file; or, without ``--out``, a sweep folder (or its ``report/``) is not
             writable (a colleague's sweep, a read-only mount): the message names it and the fix, ``--out DIR``.
     """
     if out is not None:
-        if out.exists() and not out.is_dir():
-            raise UsageError(f"--out {out} is a file, not a folder: name a folder for the report (it is created), "
-                             "or remove the file")
+        try:
+            check_target(out, "--out", folder=True)
+        except BadTarget as exc:
+            raise UsageError(str(exc)) from None
         return
     for s in sweeps:
         for folder in (s, s / "report"):
@@ -72,6 +76,7 @@ def _check_out(out: Path | None, sweeps: list[Path]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The CLI; returns the exit code (CONTRACTS §5) instead of exiting, so the sweep can call it in-process."""
+    in_print_order()
     parser = _parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))

@@ -82,3 +82,38 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         FileNotFoundError: no such file. ValueError: not valid JSON (e.g. truncated).
     """
     return json.loads(Path(path).read_text())
+
+
+class BadTarget(ValueError):
+    """An output path given on a command line that can never be written as asked (a usage error, exit 2)."""
+
+
+def check_target(path: str | os.PathLike[str], option: str, *, folder: bool = False, example: str = "") -> Path:
+    """Refuse, before anything is computed or written, an output path that names the wrong kind of thing:
+    for a file (``folder=False``) an existing folder or a name ending in ``/``; for a folder an existing
+    non-folder; for both, a path under an existing file. Whether the place can be written (a read-only file
+    system, permissions) is left to the write itself, which raises OSError (see :func:`not_written`).
+    ``example``: a file name the message suggests inside a folder given as a file. Returns ``path`` as a Path.
+
+    Raises:
+        BadTarget: names ``option``, the value and what to pass instead.
+    """
+    p = Path(path)
+    text = os.fspath(path)
+    if not folder and (p.is_dir() or text.endswith(os.sep) or not text):
+        hint = f" (for example {p / example})" if example else ""
+        raise BadTarget(f"{option} {text!r} is a folder, not a file: name the file to write{hint}")
+    if folder and p.exists() and not p.is_dir():
+        raise BadTarget(f"{option} {text} is a file, not a folder: name a folder (it is created), or remove the file")
+    for above in p.absolute().parents:
+        if above.exists():
+            if not above.is_dir():
+                raise BadTarget(f"{option} {text}: {above} is a file, not a folder")
+            break
+    return p
+
+
+def not_written(what: str, path: str | os.PathLike[str], exc: OSError) -> str:
+    """The message of a write that failed with ``exc``: ``<what> <path> was not written (<reason>)``, the reason
+    in the system's words (``Read-only file system``, ``No space left on device``)."""
+    return f"{what} {os.fspath(path)} was not written ({exc.strerror or exc})"

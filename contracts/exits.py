@@ -53,3 +53,20 @@ def meaning(code: int) -> str:
         return MEANING[ExitCode(int(code))]
     except ValueError:
         return f"unknown exit code {code}"
+
+
+def in_print_order() -> None:
+    """Make this process' stdout line-buffered, as stderr is (Python >= 3.9), so that when both go to one file
+    (cron's ``>> nightly.log 2>&1``, a Slurm job's output) the lines land in the order they were printed and the
+    final ``exit code N: ...`` line on stderr is the last one. Without it stdout redirected to a file is
+    block-buffered and is written only at exit, after every stderr line. Called first by each CLI's ``main``.
+    A stream that cannot be reconfigured (a test's capture object) is left as it is."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(line_buffering=True)
+            except (ValueError, OSError):  # a closed or detached stream
+                pass

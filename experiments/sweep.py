@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from contracts.exits import ExitCode
+from contracts.exits import ExitCode, in_print_order
 
 HELP = __doc__ + """
 Top-level keys: action=run|plan|status|collect|cancel  dry_run=false|true  sweep_id=ID  output_dir=DIR
@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     """The CLI: ``-h``/``--help``/``help`` prints the keys (flags, as Hydra's own apps take them, before any
     override is read); else the overrides are composed once and the composed action runs. Returns the exit code
     (CONTRACTS §5) instead of exiting; ``python -m experiments.sweep`` exits with it through ``sys.exit``."""
+    in_print_order()  # the exit line below stays the last line when stdout and stderr share a file
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help", "help") for a in argv):
         from experiments.compose import group_options

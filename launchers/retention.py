@@ -95,6 +95,9 @@ def prune(sweep: Path) -> tuple[int, int, list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from contracts.exits import in_print_order
+
+    in_print_order()
     p = argparse.ArgumentParser(prog="python -m launchers.retention",
                                 description="Remove the code copies of a sweep's finished Slurm jobs.")
     p.add_argument("sweep", help="the sweep folder (results/<preset>/<sweep_id>)")

@@ -6,7 +6,9 @@
     python -m analysis.history trend --out history.html [--series P/M/C[/K]] [--night ...] [--nights 60] [--url URL]
                                      (every series, a section each, unless --series or --preset... pick some)
 
-Exit codes (CONTRACTS §5): 0 fine, 4 a regression flagged (judge), 2 bad input, 5 database unusable, 1 a bug.
+Exit codes (CONTRACTS §5): 0 fine, 4 a regression flagged (judge), 2 bad input (``--out`` or ``--json`` naming a
+folder or a path under a file included: checked before the database is read), 5 database unusable or an output
+file that cannot be written (a read-only file system, a full disk: "... was not written (<reason>)"), 1 a bug.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from analysis.history.api import judge_night, judge_sweep, record_summary, write_trend_page
 from analysis.history.errors import HistoryError, exit_code_for
@@ -63,8 +64,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from contracts.atomic import check_target, not_written
+    from contracts.exits import in_print_order
+
+    in_print_order()
     args = _parser().parse_args(argv)
+    target = None
     try:
+        if args.command == "trend":
+            target = check_target(args.out, "--out", example="history.html")
+        elif args.command == "judge" and args.json is not None:
+            target = check_target(args.json, "--json", example="judge.json")
         if args.command == "record":
             res = record_summary(args.url, args.summary, args.manifest, timeout_s=args.timeout_s)
             print(f"recorded sweep {res.sweep_id} (night {res.night}, {res.series}): {res.runs} runs, {res.steps} "
@@ -86,14 +96,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report = judge_night(args.url, args.night, config=config, timeout_s=args.timeout_s, **sel)
         print(format_report(report))
-        if args.json:
+        if target is not None:
             from contracts.atomic import write_text
 
-            write_text(Path(args.json), json.dumps(report.to_json(), indent=2, default=str))
+            write_text(target, json.dumps(report.to_json(), indent=2, default=str))
         return report.exit_code
     except (HistoryError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code_for(exc) if isinstance(exc, HistoryError) else 2
+    except OSError as exc:  # the output file: the history database's own errors are HistoryStoreError (exit 5)
+        if target is None:
+            raise
+        print(f"error: {not_written('the trend page' if args.command == 'trend' else '--json', target, exc)}",
+              file=sys.stderr)
+        return 5
 
 
 if __name__ == "__main__":

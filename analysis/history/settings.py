@@ -25,11 +25,13 @@ _SQLITE_HOST = re.compile(r"(?P<scheme>sqlite(\+\w+)?)://(?P<host>[^/?]+)")
 
 
 def check_history_url(url: str) -> None:
-    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, and its driver is installed.
+    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, its driver is installed, and
+    a SQLite file is neither an existing folder nor under an existing file.
 
     Raises:
         HistoryInputError: names the URL (password hidden) and the supported forms (``store.check_url``'s message);
-            a SQLite URL with a host (two slashes) names the three-slash form.
+            a SQLite URL with a host (two slashes) names the three-slash form; a SQLite file that is a folder or
+            under a file names the path.
     """
     m = _SQLITE_HOST.match(url)
     if m:
@@ -37,6 +39,14 @@ def check_history_url(url: str) -> None:
                                 f"not: a SQLite file URL has three slashes, sqlite:///{url[m.end('scheme') + 3:]} "
                                 f"(relative to the working directory) or sqlite:////absolute/path.db")
     if _PLAIN_SQLITE.fullmatch(url):
+        db = url.split(":///", 1)[1]
+        if db and db != ":memory:":  # a folder as the file, or a path under a file (check_url's rule, here light)
+            from contracts.atomic import BadTarget, check_target
+
+            try:
+                check_target(db, "history.url", example="history.db")
+            except BadTarget as e:
+                raise HistoryInputError(str(e)) from None
         try:
             import sqlite3  # noqa: F401  (the driver SQLAlchemy's pysqlite dialect loads)
             return

@@ -54,7 +54,8 @@ def normalize_url(url: str | URL) -> URL:
 
 
 def check_url(url: str | URL) -> URL:
-    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, and its driver is installed.
+    """Check a history URL without connecting: it parses, names SQLite or PostgreSQL, its driver is installed, and
+    a SQLite file is neither an existing folder nor under an existing file.
 
     Raises:
         HistoryInputError: names the URL (password hidden) and the supported forms.
@@ -72,7 +73,21 @@ def check_url(url: str | URL) -> URL:
                                 f"are sqlite and postgresql+psycopg, e.g. {forms}") from None
     if parsed.get_backend_name() == "postgresql" and not parsed.host:
         raise HistoryInputError(f"history.url={shown!r} names no host; e.g. {forms}")
+    _check_sqlite_file(parsed)
     return parsed
+
+
+def _check_sqlite_file(parsed: URL) -> None:
+    """Refuse a SQLite URL whose file is an existing folder or lies under an existing file (the URL is wrong, not
+    the database: :class:`HistoryInputError`, exit 2, naming the path)."""
+    from contracts.atomic import BadTarget, check_target
+
+    db = parsed.database
+    if parsed.get_backend_name() == "sqlite" and db and db != ":memory:" and not db.startswith("file:"):
+        try:
+            check_target(db, "history.url", example="history.db")
+        except BadTarget as e:
+            raise HistoryInputError(str(e)) from None
 
 
 def _utcnow() -> datetime:
@@ -92,6 +107,7 @@ class HistoryStore:
                  create: bool = True):
         self.url = normalize_url(url)
         db = self.url.database
+        _check_sqlite_file(self.url)
         if not create and self.url.get_backend_name() == "sqlite" and db and db != ":memory:" and not Path(db).exists():
             raise HistoryInputError(f"no history database at {db} (history.url={self.url}); record a sweep first")
         self.display_url = hide_password(self.url.render_as_string(hide_password=False))
@@ -154,25 +170,36 @@ class HistoryStore:
         db = self.url.database
         if not db or db == ":memory:" or db.startswith("file:"):
             return
-        from filelock import FileLock
+        from contracts.locks import LockTimeout, locked
 
-        with self._translated("switching the database to WAL"), FileLock(db + ".init.lock",
-                                                                          timeout=self.timeout_s):
-            import sqlite3
+        try:
+            with self._translated("switching the database to WAL"), locked(db + ".init.lock", self.timeout_s):
+                self._wal()
+        except LockTimeout as e:
+            raise HistoryLockedError(f"history database {self.display_url} is being set up by another process ({e}); "
+                                     "nothing was written. Run the same command again") from None
+        except OSError as e:  # the lock file beside the database: a read-only file system, permissions
+            raise HistoryStoreError(f"history database {self.display_url}: {db} cannot be created or written "
+                                    f"({e.strerror or e}); nothing was written. Set history.url to a place this "
+                                    "user can write") from None
 
-            raw = None
-            try:
-                raw = self.engine.raw_connection()  # outside SQLAlchemy's BEGIN: no mode change inside a transaction
-                cur = raw.cursor()
-                if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                    cur.execute("PRAGMA journal_mode=WAL")
-                cur.close()
-            except sqlite3.Error as e:  # same messages as every other database error (corrupt, locked)
-                raise self._translate(sa_exc.DatabaseError("PRAGMA journal_mode", None, e),
-                                      "switching the database to WAL") from e
-            finally:
-                if raw is not None:
-                    raw.close()
+    def _wal(self) -> None:
+        """``PRAGMA journal_mode=WAL`` on a connection of its own (the caller holds the set-up lock)."""
+        import sqlite3
+
+        raw = None
+        try:
+            raw = self.engine.raw_connection()  # outside SQLAlchemy's BEGIN: no mode change inside a transaction
+            cur = raw.cursor()
+            if str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.close()
+        except sqlite3.Error as e:  # same messages as every other database error (corrupt, locked)
+            raise self._translate(sa_exc.DatabaseError("PRAGMA journal_mode", None, e),
+                                  "switching the database to WAL") from e
+        finally:
+            if raw is not None:
+                raw.close()
 
     def close(self) -> None:
         """Release the connection pool."""

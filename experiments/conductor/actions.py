@@ -89,9 +89,48 @@ def run_action(action: str, composed: Any) -> Ended:
         before = cancelled_by_user(sd)
         rc, prearm = cancel_sweep(sd)
         return after_cancel(sd, rc, before, prearm)
-    with _lease(sd, "collect" if action == "collect" else "resume"):
-        rc = _resume(sd, action, composed, settings)
+    from experiments.conductor.lease import LeaseHeld
+
+    try:
+        with _lease(sd, "collect" if action == "collect" else "resume"):
+            rc = _resume(sd, action, composed, settings)
+    except LeaseHeld:
+        ended = _collected_meanwhile(sd) if action == "collect" else None
+        if ended is None:
+            raise
+        return ended
     return after_run(sd, rc)
+
+
+COLLECT_WAIT_S = 1800.0  # s: a collect waits this long for another collect of the same sweep (launchers.collect_job)
+
+
+def _collected_meanwhile(sd: SweepDir) -> Ended | None:
+    """A collect that finds another collect holding the sweep (a hand ``action=collect`` beside the chained collect
+    job): wait for it to end, then end with the sweep's exit code from its report instead of failing with exit 2,
+    so that the chained job's exit code stays the night's. None when the holder is no collect, does not end within
+    :data:`COLLECT_WAIT_S`, or wrote no report."""
+    import time
+
+    from experiments.conductor.lease import read_holder
+
+    holder = read_holder(sd)
+    if holder is None or holder.action != "collect":
+        return None
+    print(f"note: {holder.describe()} is collecting this sweep; waiting for it to end", file=sys.stderr)
+    end = time.monotonic() + COLLECT_WAIT_S
+    while read_holder(sd) == holder and time.monotonic() < end:
+        if holder.dead():
+            return None  # it died without releasing the lease: the refusal stands (a new collect takes it over)
+        time.sleep(2.0)
+    if read_holder(sd) == holder:
+        return None  # still collecting after the wait: the refusal stands
+    try:
+        code = int(json.loads(sd.summary_json.read_text())["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return Ended(code, f"the sweep was collected by {holder.describe()} while this collect waited; its report says "
+                       f"exit code {code}")
 
 
 # The top-level keys an action on an existing sweep reads from its own command line (CONTRACTS §1): which sweep

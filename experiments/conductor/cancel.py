@@ -145,9 +145,13 @@ def stop_for_cancel(sw: Any, r: Request) -> int:
     return len(refs)
 
 
-def _describe(m: Manifest, ref: RunRef) -> str:
+def _describe(m: Manifest, ref: RunRef, job_id: str | None = None) -> str:
+    """``task (job ID, was STATE)``: STATE is ``submitting`` for an attempt whose ``sbatch`` may have run unrecorded
+    (its job, when looked up, is ``job_id``), else the recorded status."""
     a = m.attempt(ref)
-    return f"{ref.task} (job {a.job_id or 'none'}, was {a.status})"
+    unrecorded = bool(a.get("submitting")) and not a.job_id
+    state = "submitting" if unrecorded and a.status == ManifestStatus.PLANNED else a.status
+    return f"{ref.task} (job {a.job_id or job_id or 'none'}, was {state})"
 
 
 def _cancel_collect_job(sd: SweepDir, backend: Any) -> str | None:
@@ -206,6 +210,8 @@ def cancel_sweep(sd: SweepDir) -> tuple[int, list[str]]:
                 refs = m.refs(UNFINISHED)
                 for r in refs:
                     was.setdefault(r.task, _describe(m, r))
+                for r in orphans:  # the job found by name is the one stopped
+                    was[r.task] = _describe(m, r, found[r.task].job_id if r.task in found else None)
                 backend.stop(refs)
                 chained = _cancel_collect_job(sd, backend) if refs else None
                 prearm = stop_prearm_jobs(backend)  # the preflight, conformance or fabric probe job, if one is live
@@ -214,8 +220,12 @@ def cancel_sweep(sd: SweepDir) -> tuple[int, list[str]]:
             writer = ManifestWriter(sd, m)  # one locked write, as a conductor's round
             for ref in refs:
                 h = found.get(ref.task)
-                writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"],
-                           **(h.record() if h else {}))
+                # an attempt caught submitting ends as a recovered one would: its job (when found) recorded as
+                # submitted, ``submitting`` cleared (experiments/conductor/recover.py), then cancelled
+                unrecorded = {"submitting": None} if m.attempt(ref).get("submitting") else {}
+                found_job = {"submitted": now_iso(), **h.record()} if h else {}
+                writer.set(ref, status=ManifestStatus.CANCELLED, add_flags=["cancelled_by_user"], **unrecorded,
+                           **found_job)
             writer.commit()
             mine = {r.task for r in refs}
             after = writer.m

@@ -10,6 +10,9 @@ headless-Chromium screenshot of the whole page, both sections (scripts/chromium/
 ``trend_two_series.png``, in ``results/img/`` by default: ``results/`` is git-ignored, so the checkout stays clean
 (a changed tracked file would make every later Slurm run refuse the dirty tree). A maintainer refreshes the README's
 image with ``--out docs/img`` and commits it. Needs no GPU, cluster or network.
+
+Exit codes: 0 written; 2 ``--out`` names a file or a path under one (checked first); 5 the screenshot cannot be
+written into ``--out`` (a read-only file system: "... was not written (<reason>)").
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ sys.path.insert(0, str(REPO))
 from analysis.history import record_summary, write_trend_page  # noqa: E402
 from analysis.history.records import Series  # noqa: E402
 from analysis.history.synthetic import SyntheticSeries, simulate_series  # noqa: E402
+from contracts.atomic import BadTarget, check_target, not_written, write_bytes  # noqa: E402
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--hide-scrollbars")
@@ -61,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
                         "docs/img)")
     p.add_argument("--chromium")
     args = p.parse_args(argv)
+    try:
+        check_target(args.out, "--out", folder=True)
+    except BadTarget as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     binary = _chromium(args.chromium)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -71,9 +80,14 @@ def main(argv: list[str] | None = None) -> int:
                                          tonight=tonight):  # a sweep id is unique across the database
                 record_summary(url, replace(night, sweep=replace(night.sweep, sweep_id=f"{night.sweep.sweep_id}-{k}")))
         page = write_trend_page(url, work / "history.html", first=SERIES[0])
-        args.out.mkdir(parents=True, exist_ok=True)
         shot = args.out / "trend_two_series.png"
-        _shot(binary, page.as_uri(), shot, HEIGHT, work)
+        taken = work / shot.name  # taken aside, then written atomically: a failed write leaves the old one whole
+        _shot(binary, page.as_uri(), taken, HEIGHT, work)
+        try:
+            write_bytes(shot, taken.read_bytes())
+        except OSError as exc:
+            print(f"error: {not_written('the screenshot', shot, exc)}", file=sys.stderr)
+            return 5
     print(f"wrote {shot}")
     return 0
 

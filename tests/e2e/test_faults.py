@@ -177,8 +177,12 @@ def test_cancel_after_a_kill_past_submit_looks_its_jobs_up_without_waiting_for_t
     assert "sbatch process(es)" not in res.stderr, tail(res)
     assert time.time() - t0 < 100, tail(res)  # the old look-up waited 120 s, then SIGKILLed the jobs' processes
     assert "cancelled 2 unfinished run(s)" in res.stdout, tail(res)
-    assert {a["status"] for v in _attempts(out).values() for a in v} == {"cancelled"}
-    assert all(a.get("job_id") for v in _attempts(out).values() for a in v)  # found, recorded, then cancelled
+    attempts = [a for v in _attempts(out).values() for a in v]
+    assert {a["status"] for a in attempts} == {"cancelled"}
+    assert all(a.get("job_id") for a in attempts)  # found, recorded, then cancelled
+    assert not any(a.get("submitting") for a in attempts), attempts  # the recorded state says what happened
+    stopped = sorted(line for line in res.stdout.splitlines() if line.startswith("stopped "))
+    assert stopped == sorted(f"stopped {a['task']} (job {a['job_id']}, was submitting)" for a in attempts), tail(res)
 
 
 @pytest.mark.megatron

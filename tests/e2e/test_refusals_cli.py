@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -316,3 +317,25 @@ def test_a_dirty_tree_refusal_names_the_changed_files(tmp_path):
     assert res.returncode == 0, tail(res)
     (warning,) = [w for w in json.loads((out / "manifest.json").read_text())["warnings"] if "uncommitted" in w]
     assert all(rel in warning for rel in changed[:5]) and "and 1 more" in warning, warning
+
+
+def test_a_collect_waits_for_another_collect_of_the_sweep_and_ends_with_its_exit_code(tmp_path):
+    """What a hand action=collect beside the chained collect job does to the later one: it waits for the lease's
+    collect to end, then ends with the sweep's exit code (not exit 2), so a Slurm monitor sees the night's code."""
+    from contracts.sweepdir import SweepDir
+    from experiments.conductor.lease import acquire
+    from tests.e2e.cli import spawn_sweep
+
+    out = tmp_path / "s"
+    assert run_sweep(["sweep=full", "dispatcher=alltoall", "overlap=off,on", "delay_wgrad=off", f"output_dir={out}",
+                      "poll_s=0.5"]).returncode == 0
+    sweep_id = json.loads((out / "manifest.json").read_text())["sweep_id"]
+    with acquire(SweepDir(out), "collect"):  # another collect holds the sweep for a while
+        p = spawn_sweep(["action=collect", f"sweep_id={sweep_id}", f"output_dir={out}"])
+        time.sleep(8)
+        assert p.poll() is None  # it waits, and does not fail with exit 2
+    rc = p.wait(timeout=300)
+    _, err = p.communicate()
+    assert rc == 0, err[-3000:]
+    assert "is collecting this sweep; waiting for it to end" in err, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("exit code 0: the sweep was collected by pid"), err[-3000:]

@@ -175,10 +175,17 @@ def test_unreachable_postgres_is_a_store_error():
 
 
 def test_unwritable_location_is_a_store_error(tmp_path):
+    with pytest.raises(HistoryStoreError, match="cannot create the folder of the history database"):
+        HistoryStore("sqlite:////proc/no-such-folder/h.db")  # /proc takes no new folder, even for root
+
+
+def test_a_path_under_a_file_or_a_folder_as_the_database_is_a_bad_url(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(HistoryStoreError, match="cannot create the folder of the history database"):
+    with pytest.raises(HistoryInputError, match=f"history.url {blocker / 'sub' / 'h.db'}: {blocker} is a file"):
         HistoryStore(f"sqlite:///{Path(blocker) / 'sub' / 'h.db'}")
+    with pytest.raises(HistoryInputError, match="is a folder, not a file"):
+        HistoryStore(f"sqlite:///{tmp_path}")
 
 
 def test_judging_a_missing_database_creates_nothing(tmp_path):
