@@ -18,8 +18,10 @@ SETTLE_S = 10.0
 its OS thread has exited, and on a loaded machine that last step can take a while."""
 
 
-def warm_libraries(plots: bool = False) -> None:
-    """Import what the sweep's analysis imports (the same call the conductor makes during its first poll)."""
+def warm_libraries(plots: bool = True) -> None:
+    """Import what the sweep's analysis imports (the same call the conductor makes during its first poll; with
+    ``plots`` scipy.stats and matplotlib too, which the report of a validate sweep also loads): a library that starts
+    its thread pool when it is loaded (scipy's OpenBLAS) is no thread the sweep left behind."""
     from analysis.api import preload
 
     preload(plots=plots)
