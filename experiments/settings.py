@@ -95,5 +95,17 @@ class SweepSettings:
 
     @classmethod
     def from_cfg(cls, cfg: dict[str, Any]) -> SweepSettings:
-        names = cls.__dataclass_fields__
-        return cls(**{k: cfg[k] for k in names if k in cfg})
+        """The top-level keys of a composed config.
+
+        Raises:
+            ConfigError: a key without a default is missing (deleted with Hydra's ``~key``), named with its fix.
+        """
+        import dataclasses
+
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        missing = [n for n, f in fields.items() if n not in cfg and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ConfigError(f"the top-level key(s) {', '.join(missing)} cannot be deleted ('~{missing[0]}'): set a "
+                              f"value instead, e.g. {missing[0]}=... (docs/CONTRACTS.md §1 lists the valid ones)")
+        return cls(**{k: cfg[k] for k in fields if k in cfg})

@@ -100,6 +100,9 @@ def test_values_the_job_could_not_use_are_refused_at_plan(tmp_path, override, na
     ("precision.settings=7", "precision.settings=7 must be a mapping"),
     # a field of the cluster profile read by an earlier check than the profile's own typing
     ("cluster.nodes=two", "cluster.nodes='two' has the wrong type: expected int"),
+    # a top-level key deleted with Hydra's ~ that has no default
+    ("~repeats", "the top-level key(s) repeats cannot be deleted ('~repeats')"),
+    ("~poll_s", "the top-level key(s) poll_s cannot be deleted"),
 ])
 def test_a_value_of_the_wrong_shape_is_refused_without_a_traceback(tmp_path, override, named):
     out = tmp_path / "s"
