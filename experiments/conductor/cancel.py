@@ -154,6 +154,32 @@ def _describe(m: Manifest, ref: RunRef, job_id: str | None = None) -> str:
     return f"{ref.task} (job {a.job_id or job_id or 'none'}, was {state})"
 
 
+def _still_live(backend: Any, m: Manifest, refs: list[RunRef], found: dict[str, Any],
+                ended: list[tuple[str, str]]) -> list[RunRef]:
+    """Of the manifest's unfinished ``refs``, those to stop: a run whose job the scheduler already knows as ended
+    (a detached sweep that no conductor has collected yet: the manifest still says submitted) is left for
+    ``action=collect`` to record, never marked cancelled; it goes into ``ended`` as ``(task, line)``. When the
+    scheduler cannot be asked, every ref is stopped, as before, with a warning."""
+    from launchers.errors import SchedulerError
+
+    asked = [r for r in refs if m.attempt(r).job_id or r.task in found]
+    try:
+        states = backend.poll(asked) if asked else {}
+    except SchedulerError as e:
+        print(f"warning: the scheduler could not say which runs have ended ({e}); all unfinished ones are cancelled",
+              file=sys.stderr)
+        return refs
+    live = []
+    for r in refs:
+        st = states.get(r.task)
+        if st is not None and st.final:
+            ended.append((r.task, f"not stopped {_describe(m, r)}: its job had ended ({st.state or st.status}); "
+                                  f"action=collect records it"))
+        else:
+            live.append(r)
+    return live
+
+
 def _cancel_collect_job(sd: SweepDir, backend: Any) -> str | None:
     """Cancel the sweep's chained collect job (``collect_job.json``, :mod:`experiments.conductor.chain`) once its
     runs are cancelled: it would otherwise start when they end and collect a cancelled sweep. Returns its job id,
@@ -207,7 +233,8 @@ def cancel_sweep(sd: SweepDir) -> tuple[int, list[str]]:
                 orphans = [r for r in m.refs({ManifestStatus.PLANNED}) if m.attempt(r).get("submitting")
                            and not m.attempt(r).job_id]
                 found = backend.find_submitted(orphans) if orphans else {}
-                refs = m.refs(UNFINISHED)
+                ended_lines: list[tuple[str, str]] = []
+                refs = _still_live(backend, m, m.refs(UNFINISHED), found, ended_lines)
                 for r in refs:
                     was.setdefault(r.task, _describe(m, r))
                 for r in orphans:  # the job found by name is the one stopped
@@ -231,14 +258,18 @@ def cancel_sweep(sd: SweepDir) -> tuple[int, list[str]]:
             after = writer.m
             by_task = {r.task: r for r in after.refs()}
             lines = []
+            ended_tasks = {task for task, _ in ended_lines}
             for task, what in was.items():
                 now = after.attempt(by_task[task]).status if task in by_task else "unknown"
+                if task in ended_tasks:
+                    continue
                 if task in mine:
                     lines.append(f"stopped {what}")
                 elif now == ManifestStatus.CANCELLED:
                     lines.append(f"stopped {what} (by its conductor)")
                 else:
                     lines.append(f"not stopped {what}: it had ended ({now})")
+            lines += [line for _, line in ended_lines]
             if chained:
                 lines.append(f"stopped the chained collect job {chained}")
             lines += [f"stopped the {what}" for what in prearm]

@@ -101,3 +101,33 @@ def test_cancel_of_a_packed_sweep_stops_its_allocation_and_no_later_run_starts(t
     later = [s for s in steps if s.startswith("a2a") and not s.startswith(first + "|")]
     assert not any(s.endswith("|COMPLETED") or s.endswith("|RUNNING") for s in later), steps
     assert {a["status"] for a in _attempts(out)} == {"cancelled"}
+
+
+@pytest.mark.megatron
+@pytest.mark.slow
+def test_cancel_of_a_detached_sweep_whose_jobs_ended_keeps_their_results_for_the_collect(tmp_path):
+    """A detached sweep's jobs end while no conductor watches (the manifest still says submitted): a later
+    action=cancel asks the scheduler first, leaves the ended runs for the collect instead of marking them
+    cancelled, and the collect then records them (a resume would otherwise run them again)."""
+    out = tmp_path / "s"
+    res = run_sweep([*BASE, f"output_dir={out}", "sweep=full", "dispatcher=alltoall", "overlap=off,on",
+                     "delay_wgrad=off", "detach=true", "collect_job=false"])
+    assert res.returncode == 0, tail(res)
+    jobs = [str(a["job_id"]) for a in _attempts(out)]
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        states = subprocess.run(["sacct", "-X", "-n", "-P", "-j", ",".join(jobs), "-o", "State"],
+                                capture_output=True, text=True).stdout.split()
+        if len(states) == len(jobs) and all(s == "COMPLETED" for s in states):
+            break
+        time.sleep(2)
+    assert {a["status"] for a in _attempts(out)} == {"submitted"}  # nobody has looked since they were queued
+    sweep_id = _m(out)["sweep_id"]
+    res = run_sweep(["action=cancel", f"sweep_id={sweep_id}", f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
+    assert res.stdout.count("its job had ended (COMPLETED); action=collect records it") == 2, res.stdout
+    assert not any("cancelled_by_user" in (a.get("flags") or []) for a in _attempts(out))
+    res = run_sweep(["action=collect", f"sweep_id={sweep_id}", f"output_dir={out}"])
+    assert res.returncode == 0, tail(res)
+    assert {a["status"] for a in _attempts(out)} == {"succeeded"}
+    assert {r["status"] for r in json.loads((out / "report" / "summary.json").read_text())["runs"]} == {"validated"}
