@@ -63,9 +63,9 @@ def _sweep(tmp_path, monkeypatch):
 
 def test_a_failing_history_step_is_the_exit_code_of_the_files_too(tmp_path, monkeypatch, capsys):
     sd = _sweep(tmp_path, monkeypatch)
-    blocked = tmp_path / "not-a-folder"
-    blocked.write_text("a file where the database's folder should be")
-    hist = {"enabled": True, "url": f"sqlite:///{blocked}/h.db"}
+    # a place no database can be made in (/proc takes no new folder, even for root): the store fails, exit 5 (a
+    # path under a file would be a bad URL, exit 2, refused at plan time)
+    hist = {"enabled": True, "url": "sqlite:////proc/no-such-folder/h.db"}
     rc = drive_mod.drive(sd, Settings(), Options(), resume=False, history=hist)
     err = capsys.readouterr().err
     assert rc == 5, err[-2000:]
