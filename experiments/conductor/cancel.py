@@ -157,8 +157,9 @@ def _describe(m: Manifest, ref: RunRef, job_id: str | None = None) -> str:
 def _still_live(backend: Any, m: Manifest, refs: list[RunRef], found: dict[str, Any],
                 ended: list[tuple[str, str]]) -> list[RunRef]:
     """Of the manifest's unfinished ``refs``, those to stop: a run whose job the scheduler already knows as ended
-    (a detached sweep that no conductor has collected yet: the manifest still says submitted) is left for
-    ``action=collect`` to record, never marked cancelled; it goes into ``ended`` as ``(task, line)``. When the
+    with a result (succeeded, failed, timed out: a detached sweep that no conductor has collected yet, the manifest
+    still says submitted) is left for ``action=collect`` to record, never marked cancelled; it goes into ``ended``
+    as ``(task, line)``. A job known to nobody (lost) left nothing to keep: it is cancelled as asked. When the
     scheduler cannot be asked, every ref is stopped, as before, with a warning."""
     from launchers.errors import SchedulerError
 
@@ -172,7 +173,7 @@ def _still_live(backend: Any, m: Manifest, refs: list[RunRef], found: dict[str, 
     live = []
     for r in refs:
         st = states.get(r.task)
-        if st is not None and st.final:
+        if st is not None and st.final and st.status != ManifestStatus.LOST:  # a lost job left no result to keep
             ended.append((r.task, f"not stopped {_describe(m, r)}: its job had ended ({st.state or st.status}); "
                                   f"action=collect records it"))
         else:
