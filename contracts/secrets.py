@@ -16,7 +16,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 MASK = "***"
 MIN_SECRET_LEN = 8
@@ -48,6 +48,19 @@ def mask_url(url: str) -> str:
 # The user:password@ part of a database URL as SQLAlchemy 2.1 parses it (sqlalchemy/engine/url.py ``_parse_url``:
 # username ``[^:/]*``, password ``[^@]*``, up to the first ``@``); an http(s) URL is split by urllib instead.
 _DB_PASSWORD = re.compile(r"^(?P<head>[\w+]+://[^:/]*:)(?P<password>[^@]*)@")
+
+
+def url_credentials(url: Any) -> tuple[str | None, str | None]:
+    """The user and the (percent-decoded) password of ``url``'s user part, ``(None, None)`` for a value that is no
+    URL or does not parse; the password is None when there is none."""
+    if not isinstance(url, str) or "://" not in url:
+        return None, None
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return None, None
+    return (unquote(user) if user else None), (unquote(password) if password is not None else None)
 
 
 def hide_password(url: Any) -> Any:

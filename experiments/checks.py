@@ -208,13 +208,9 @@ def check_unattended_history(cfg: dict[str, Any], *, detached: bool, chained: bo
     out = []
     url = str(hist.get("url") or "")
     if url.startswith("postgresql"):
-        from urllib.parse import urlsplit
+        from contracts.secrets import url_credentials
 
-        try:
-            parts = urlsplit(url)
-            user, password = parts.username, parts.password
-        except ValueError:
-            user = password = None
+        user, password = url_credentials(url)
         passfile = Path(env.get("PGPASSFILE") or Path(env.get("HOME", "~")).expanduser() / ".pgpass")
         if user and not password and not env.get("PGPASSWORD") and not passfile.is_file():
             out.append(f"history.url names the PostgreSQL user {user!r} without a password, and neither PGPASSWORD "

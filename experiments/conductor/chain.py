@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from contracts.atomic import write_json
 from contracts.manifest import Manifest
+from contracts.secrets import url_credentials
 from experiments.conductor.tracking import Sweep
 
 RECORD = "collect_job.json"  # SweepDir.collect_job
@@ -58,13 +58,9 @@ def collect_secrets(history: Mapping[str, Any] | None) -> dict[str, str]:
     whose password the manifest holds as ``***`` adds nothing: what this shell exports reaches the job as it is."""
     out: dict[str, str] = {}
     for key, variable in PASSWORD_VARIABLES:
-        url = (history or {}).get(key)
-        try:
-            password = urlsplit(url).password if isinstance(url, str) else None
-        except ValueError:  # a URL the plan-time check let through only if it parses; nothing to pass on
-            password = None
+        _, password = url_credentials((history or {}).get(key))
         if password and password != "***":
-            out[variable] = unquote(password)
+            out[variable] = password
     return out
 
 
